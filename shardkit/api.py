@@ -1,0 +1,329 @@
+"""The Python API: ``build()`` and friends, typed, returning result dataclasses.
+
+import shardkit
+result = shardkit.build(["data/train.txt", "data/val.txt"], "out/", config="configs/camvid.yaml")
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import glob
+import hashlib
+import json
+import os
+import sys
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from shardkit import __version__, layout, manifest
+from shardkit.config import Config, infer_config, load_config
+from shardkit.entries import Entry, collect_classes, to_entries
+from shardkit.errors import EntryError, OutputError, ShardkitError
+from shardkit.executors import Executor, InlineExecutor, PoolExecutor, default_workers
+from shardkit.index import IndexFile, Row, discover, folder_rows, read_rows
+from shardkit.lock import OutputLock
+from shardkit.plan import BuildSettings, ShardTask, default_entries_per_shard, plan_split
+from shardkit.worker import ShardResult
+
+STATE_VERSION = 1
+ON_ERROR = ("fail", "skip")
+COMPRESSIONS = (None, "gzip")
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildResult:
+    out_dir: str
+    manifest: dict[str, Any]
+    shards_built: int
+    shards_reused: int
+    records: int
+    skipped: int
+    seconds: float
+
+    @property
+    def records_per_second(self) -> float:
+        return self.records / self.seconds if self.seconds else 0.0
+
+
+def build(
+    indexes: Sequence[str | Path] = (),
+    out: str | Path = "",
+    *,
+    config: Config | str | Path | None = None,
+    from_folder: str | Path | None = None,
+    split: str | None = None,
+    ignore: Sequence[str] = (),
+    records_per_shard: int | None = None,
+    workers: int | None = None,
+    seed: int = 0,
+    compression: str | None = None,
+    on_error: str = "fail",
+    overwrite: bool = False,
+    progress: bool | None = None,
+    executor: Executor | None = None,
+) -> BuildResult:
+    """Build TFRecord shards from index files (or an ImageFolder tree) into ``out``.
+
+    Re-running the same call resumes: finished shards are kept, the rest are built. A different
+    config or input raises ``OutputError`` unless ``overwrite``. ``progress=None`` shows a bar
+    only when stderr is a terminal.
+    """
+    started = time.perf_counter()
+    workers = workers if workers is not None else default_workers()
+    _check_options(indexes, out, from_folder, records_per_shard, workers, compression, on_error)
+    out_dir = os.path.abspath(out)
+
+    rows, inputs = _rows_by_split(indexes, from_folder, split, ignore)
+    cfg = _resolve_config(config, rows)
+    parse_errors: dict[str, list[EntryError]] = {name: [] for name in rows}
+    entries = {name: list(to_entries(split_rows, cfg, on_error, parse_errors[name])) for name, split_rows in rows.items()}
+    cfg = collect_classes(cfg, entries)
+    parameters = {"seed": seed, "compression": compression, "records_per_shard": records_per_shard, "split": split}
+    fingerprint = _fingerprint(cfg, parameters, inputs)
+
+    os.makedirs(out_dir, exist_ok=True)
+    with OutputLock(os.path.join(layout.state_dir(out_dir), "lock")):
+        state = _prepare_state(out_dir, fingerprint, cfg, parameters, inputs, overwrite)
+        if "splits" not in state:
+            state["splits"] = {name: _split_plan(split_entries, records_per_shard, cfg, workers) for name, split_entries in entries.items()}
+            state["skipped"] = [
+                {"split": name, "source": e.source, "line": e.line, "reason": e.reason}
+                for name, errors in parse_errors.items()
+                for e in errors
+            ]
+            layout.write_json(os.path.join(layout.state_dir(out_dir), "build.json"), state)
+        settings = BuildSettings(out_dir, cfg, seed, compression, on_error, fingerprint)
+        tasks = [
+            task
+            for name, split_entries in entries.items()
+            for task in plan_split(name, split_entries, state["splits"][name]["entries_per_shard"], settings)
+        ]
+        done = _finished_shards(out_dir, tasks, fingerprint)
+        pending = [t for t in tasks if t.name not in done]
+        executor = executor or (InlineExecutor() if workers == 1 else PoolExecutor(workers))
+        try:
+            fresh = _execute(executor, pending, tasks, done, cfg, progress)
+        finally:
+            for temp in layout.temp_files(out_dir):
+                os.remove(temp)  # shards of workers stopped mid-way; we hold the lock, so they are ours
+        shards = [*done.values(), *fresh]
+        doc = manifest.make_manifest(state, shards)
+        errors = manifest.error_lines(state, shards)
+        errors_path = os.path.join(out_dir, layout.ERRORS)
+        if errors:
+            layout.write_atomic(errors_path, "".join(json.dumps(e) + "\n" for e in errors).encode())
+        elif os.path.exists(errors_path):
+            os.remove(errors_path)
+        layout.write_json(os.path.join(out_dir, layout.MANIFEST), doc)
+    return BuildResult(
+        out_dir=out_dir,
+        manifest=doc,
+        shards_built=len(fresh),
+        shards_reused=len(done),
+        records=doc["totals"]["records"],
+        skipped=doc["errors"]["skipped"],
+        seconds=time.perf_counter() - started,
+    )
+
+
+def _check_options(
+    indexes: Sequence[str | Path],
+    out: str | Path,
+    from_folder: str | Path | None,
+    records_per_shard: int | None,
+    workers: int,
+    compression: str | None,
+    on_error: str,
+) -> None:
+    if not str(out):
+        raise ShardkitError("an output folder is required (-o OUT)")
+    if bool(indexes) == (from_folder is not None):
+        raise ShardkitError("give index files or folders, or --from-folder ROOT, but not both")
+    if records_per_shard is not None and records_per_shard < 1:
+        raise ShardkitError("--records-per-shard must be at least 1")
+    if workers < 1:
+        raise ShardkitError("--workers must be at least 1")
+    if compression not in COMPRESSIONS:
+        raise ShardkitError(f"unknown compression {compression!r} (known: none, gzip)")
+    if on_error not in ON_ERROR:
+        raise ShardkitError(f"unknown --on-error {on_error!r} (known: fail, skip)")
+
+
+def _rows_by_split(
+    indexes: Sequence[str | Path], from_folder: str | Path | None, split: str | None, ignore: Sequence[str]
+) -> tuple[dict[str, Iterable[Row | EntryError]], dict[str, Any]]:
+    """Rows grouped by split, lazily, plus a description of the inputs for the fingerprint."""
+    if from_folder is not None:
+        root = Path(from_folder)
+        by_split: dict[str, list[Row | EntryError]] = {}
+        for name, row in folder_rows(root):
+            by_split.setdefault(split or name, []).append(row)
+        listing = hashlib.sha256("\n".join(str(r.identity) for rows in by_split.values() for r in rows if isinstance(r, Row)).encode())
+        return dict(by_split), {"folder": root.name, "listing_sha256": listing.hexdigest()}
+    files = discover(indexes, ignore, split)
+    grouped: dict[str, list[IndexFile]] = {}
+    for f in files:
+        grouped.setdefault(f.split, []).append(f)
+    rows: dict[str, Iterable[Row | EntryError]] = {name: _chain_rows(group) for name, group in grouped.items()}
+    inputs = {"index_files": [{"name": f.path.name, "split": f.split, "sha256": _sha256(f.path)} for f in files]}
+    return rows, inputs
+
+
+def _chain_rows(files: Sequence[IndexFile]) -> Iterator[Row | EntryError]:
+    for f in files:
+        yield from read_rows(f)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _resolve_config(config: Config | str | Path | None, rows: dict[str, Iterable[Row | EntryError]]) -> Config:
+    if isinstance(config, Config):
+        return config
+    if config is not None:
+        return load_config(config)
+    for name, split_rows in rows.items():
+        # Peek at the first good row without consuming the lazy iterator for good.
+        items = iter(split_rows)
+        peeked: list[Row | EntryError] = []
+        for item in items:
+            peeked.append(item)
+            if isinstance(item, Row):
+                rows[name] = _prepend(peeked, items)
+                return infer_config(item.values, item.names)
+        rows[name] = peeked
+    raise ShardkitError("the inputs hold no entries")
+
+
+def _prepend(first: list[Row | EntryError], rest: Iterator[Row | EntryError]) -> Iterator[Row | EntryError]:
+    yield from first
+    yield from rest
+
+
+def _fingerprint(cfg: Config, parameters: dict[str, Any], inputs: dict[str, Any]) -> str:
+    blob = json.dumps({"config": cfg.to_dict(), "parameters": parameters, "inputs": inputs}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def _prepare_state(
+    out_dir: str, fingerprint: str, cfg: Config, parameters: dict[str, Any], inputs: dict[str, Any], overwrite: bool
+) -> dict[str, Any]:
+    """Load the existing build state (resume), or refuse/clear a different one, or start fresh."""
+    state_path = os.path.join(layout.state_dir(out_dir), "build.json")
+    fresh = {
+        "version": STATE_VERSION,
+        "shardkit_version": __version__,
+        "fingerprint": fingerprint,
+        "parameters": parameters,
+        "inputs": inputs,
+        "config": cfg.to_dict(),
+    }
+    old: dict[str, Any] | None = None
+    if os.path.exists(state_path):
+        try:
+            old = layout.read_json(state_path)
+        except (OSError, ValueError):
+            old = None
+    if old is not None and old.get("fingerprint") == fingerprint and old.get("version") == STATE_VERSION and "splits" in old:
+        return old
+    leftovers = _owned_files(out_dir)
+    if (old is not None or leftovers) and not overwrite:
+        what = _difference(old, fresh) if old is not None else "it holds shards or a manifest from an unknown build"
+        raise OutputError(f"{out_dir}: already holds a different build ({what}); use --overwrite to replace it, or another output folder")
+    for path in leftovers:
+        os.remove(path)
+    return fresh
+
+
+def _difference(old: dict[str, Any], new: dict[str, Any]) -> str:
+    changed = [key for key in ("config", "inputs", "parameters") if old.get(key) != new.get(key)]
+    return "different " + " and ".join(changed) if changed else "a different shardkit state version"
+
+
+def _owned_files(out_dir: str) -> list[str]:
+    """Files in OUT that a shardkit build writes (and --overwrite may delete); nothing else."""
+    patterns = ["*-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9].tfrecord*", layout.MANIFEST, layout.ERRORS]
+    found = [p for pattern in patterns for p in glob.glob(os.path.join(glob.escape(out_dir), pattern))]
+    state = layout.state_dir(out_dir)
+    found += glob.glob(os.path.join(glob.escape(state), "shards", "*.json"))
+    found += [p for p in [os.path.join(state, "build.json")] if os.path.exists(p)]
+    return sorted(set(found))
+
+
+def _split_plan(entries: Sequence[Entry], records_per_shard: int | None, cfg: Config, workers: int) -> dict[str, Any]:
+    if records_per_shard is None:
+        per_shard = default_entries_per_shard(len(entries), _bytes_per_entry(entries, cfg), workers)
+    else:
+        per_shard = records_per_shard
+    num_shards = -(-len(entries) // per_shard) if entries else 0
+    return {"entries": len(entries), "entries_per_shard": per_shard, "num_shards": num_shards}
+
+
+def _bytes_per_entry(entries: Sequence[Entry], cfg: Config, sample: int = 64) -> float:
+    """Estimate output bytes per entry from the sizes of a spread sample of its input files."""
+    if not entries:
+        return 1.0
+    file_columns = [i for i, f in enumerate(cfg.features) if f.kind in ("image", "mask", "bytes")]
+    step = max(1, len(entries) // sample)
+    sizes = []
+    for entry in entries[::step][:sample]:
+        total = 0
+        for i in file_columns:
+            with contextlib.suppress(OSError):
+                total += os.path.getsize(entry.values[i])
+        sizes.append(total + 64)
+    return (sum(sizes) / len(sizes)) * cfg.records_per_entry
+
+
+def _finished_shards(out_dir: str, tasks: Sequence[ShardTask], fingerprint: str) -> dict[str, ShardResult]:
+    """Shards whose record matches this build and whose file has the recorded size."""
+    records = manifest.load_shard_records(out_dir)
+    done: dict[str, ShardResult] = {}
+    for task in tasks:
+        record = records.get(task.name)
+        path = os.path.join(out_dir, task.name)
+        if record is not None and record.fingerprint == fingerprint and os.path.exists(path) and os.path.getsize(path) == record.bytes:
+            done[task.name] = record
+        else:
+            for stale in (path, layout.shard_record_path(out_dir, task.name)):
+                if os.path.exists(stale):
+                    os.remove(stale)
+    return done
+
+
+def _execute(
+    executor: Executor,
+    pending: Sequence[ShardTask],
+    tasks: Sequence[ShardTask],
+    done: dict[str, ShardResult],
+    cfg: Config,
+    progress: bool | None,
+) -> list[ShardResult]:
+    from tqdm import tqdm
+
+    show = sys.stderr.isatty() if progress is None else progress
+    per_entry = cfg.records_per_entry
+    total = sum(len(t.entries) for t in tasks) * per_entry
+    initial = sum(r.records for r in done.values())
+    with tqdm(total=total, initial=initial, unit="rec", disable=not show, dynamic_ncols=True, smoothing=0.1) as bar:
+        shards_done = len(done)
+
+        def on_progress(n: int) -> None:
+            bar.update(n)
+
+        def on_shard(result: ShardResult) -> None:
+            nonlocal shards_done
+            shards_done += 1
+            bar.set_postfix_str(f"shards {shards_done}/{len(tasks)}", refresh=False)
+
+        bar.set_postfix_str(f"shards {shards_done}/{len(tasks)}", refresh=False)
+        results = executor.run(pending, on_progress, on_shard)
+    return results

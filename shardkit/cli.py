@@ -1,0 +1,123 @@
+"""The ``shardkit`` command: parse options, make one API call, print the result.
+
+Library errors become one-line click errors (exit 1); usage errors exit 2. Nothing here imports
+TensorFlow, so ``shardkit --help`` is instant.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from shardkit import __version__
+from shardkit.errors import ShardkitError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _friendly_errors(func: F) -> F:
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except ShardkitError as exc:
+            raise click.ClickException(str(exc)) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="shardkit")
+def main() -> None:
+    """Turn image datasets into TFRecord shards fast, safely and reproducibly."""
+
+
+@main.command()
+@click.argument("indexes", nargs=-1, type=click.Path(path_type=str))
+@click.option("-o", "--out", required=True, type=click.Path(file_okay=False, path_type=str), help="Output folder.")
+@click.option(
+    "-c",
+    "--config",
+    type=click.Path(exists=True, dir_okay=False, path_type=str),
+    help="YAML config mapping columns to features (default: image [+ mask or label] from the first line).",
+)
+@click.option(
+    "--from-folder",
+    type=click.Path(exists=True, file_okay=False, path_type=str),
+    help="Build a classification set from ROOT/<split>/<class>/<img> or ROOT/<class>/<img>.",
+)
+@click.option("--split", help="Put every input in this split instead of the one its file name says.")
+@click.option("--ignore", multiple=True, metavar="PATTERN", help="Skip index files whose name matches this glob (repeatable).")
+@click.option(
+    "--records-per-shard",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Input entries per shard (default: shards of about 128 MB, at least one per worker).",
+)
+@click.option("-w", "--workers", type=click.IntRange(min=1), help="Worker processes (default: the usable cores).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Global augmentation seed.")
+@click.option("--compression", type=click.Choice(["none", "gzip"]), default="none", show_default=True)
+@click.option(
+    "--on-error",
+    type=click.Choice(["fail", "skip"]),
+    default="fail",
+    show_default=True,
+    help="On a bad entry: stop naming file and line, or skip it and list it in OUT/errors.jsonl.",
+)
+@click.option("--overwrite", is_flag=True, help="Replace a different build already in OUT.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar and no summary.")
+@click.option("--progress", "force_progress", is_flag=True, help="Show the progress bar even when stderr is not a terminal.")
+@_friendly_errors
+def build(
+    indexes: tuple[str, ...],
+    out: str,
+    config: str | None,
+    from_folder: str | None,
+    split: str | None,
+    ignore: tuple[str, ...],
+    records_per_shard: int | None,
+    workers: int | None,
+    seed: int,
+    compression: str,
+    on_error: str,
+    overwrite: bool,
+    quiet: bool,
+    force_progress: bool,
+) -> None:
+    """Build TFRecord shards from INDEX files or folders of them.
+
+    Re-running the same command resumes an interrupted build.
+    """
+    from shardkit.api import build as run_build
+
+    result = run_build(
+        indexes,
+        out,
+        config=config,
+        from_folder=from_folder,
+        split=split,
+        ignore=ignore,
+        records_per_shard=records_per_shard,
+        workers=workers,
+        seed=seed,
+        compression=None if compression == "none" else compression,
+        on_error=on_error,
+        overwrite=overwrite,
+        progress=False if quiet else (True if force_progress else None),
+    )
+    if quiet:
+        return
+    splits = ", ".join(f"{name} {s['records']} records in {len(s['shards'])} shards" for name, s in result.manifest["splits"].items())
+    reused = f", {result.shards_reused} kept from an earlier run" if result.shards_reused else ""
+    click.echo(f"built {result.shards_built} shards{reused} in {result.seconds:.1f}s ({result.records_per_second:.0f} records/s): {splits}")
+    if result.skipped:
+        click.echo(f"skipped {result.skipped} bad entries: see {result.out_dir}/errors.jsonl", err=True)
+    click.echo(f"manifest: {result.out_dir}/manifest.json")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,274 @@
+"""The build config: frozen dataclasses, validated on load, with the key path in every error.
+
+A config maps input columns to ``tf.train.Example`` features and optionally names an
+albumentations pipeline::
+
+    columns: [image, mask]          # names for the positional columns of .txt index files
+    features:
+      image: {kind: image, column: image, encoding: jpeg, quality: 95}
+      mask:  {kind: mask, column: mask}
+    augment:
+      copies: 2                     # augmented records per input
+      keep_original: true           # plus the input itself, unaugmented
+      pipeline:                     # albumentations' own serialization (A.to_dict), or a list of transforms
+        - {__class_fullname__: HorizontalFlip, p: 0.5}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal, cast, get_args
+
+import yaml
+
+from shardkit.errors import ConfigError
+
+Kind = Literal["image", "mask", "int64", "float", "bytes", "string", "class_name"]
+Encoding = Literal["jpeg", "png", "raw"]
+KINDS: tuple[str, ...] = get_args(Kind)
+ENCODINGS: tuple[str, ...] = get_args(Encoding)
+IMAGE_KINDS = ("image", "mask")
+
+
+@dataclasses.dataclass(frozen=True)
+class FeatureSpec:
+    """One feature of the output records, filled from one input column."""
+
+    key: str
+    kind: Kind
+    column: int | str
+    encoding: Encoding | None = None  # image: jpeg/png/raw; mask: always png
+    quality: int = 95  # jpeg only
+    channels: int | None = None  # images: 1, 3 or 4; None keeps the file's own (palette -> RGB)
+    classes: tuple[str, ...] | None = None  # class_name: fixed list, or None to collect from the data
+
+    @property
+    def is_image(self) -> bool:
+        return self.kind in IMAGE_KINDS
+
+    @property
+    def dtype(self) -> str:
+        """The Example list type this feature's values are stored as."""
+        if self.kind in ("int64", "class_name"):
+            return "int64"
+        if self.kind == "float":
+            return "float"
+        return "bytes"
+
+
+@dataclasses.dataclass(frozen=True)
+class AugmentSpec:
+    """An albumentations pipeline (serialized dict) and how many records to make per input."""
+
+    pipeline: Mapping[str, Any] = dataclasses.field(hash=False)
+    copies: int = 1
+    keep_original: bool = False
+
+    @property
+    def records_per_entry(self) -> int:
+        return self.copies + (1 if self.keep_original else 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    features: tuple[FeatureSpec, ...]
+    augment: AugmentSpec | None = None
+    columns: tuple[str, ...] | None = None
+    source: str | None = dataclasses.field(default=None, compare=False)
+
+    @property
+    def records_per_entry(self) -> int:
+        return self.augment.records_per_entry if self.augment else 1
+
+    def feature(self, key: str) -> FeatureSpec:
+        for spec in self.features:
+            if spec.key == key:
+                return spec
+        raise KeyError(key)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Canonical plain-data form: what the manifest stores and the fingerprint hashes."""
+        out: dict[str, Any] = {
+            "features": {f.key: {k: v for k, v in dataclasses.asdict(f).items() if k != "key" and v is not None} for f in self.features}
+        }
+        for f in out["features"].values():
+            if "classes" in f:
+                f["classes"] = list(f["classes"])
+        if self.columns is not None:
+            out["columns"] = list(self.columns)
+        if self.augment is not None:
+            out["augment"] = {
+                "copies": self.augment.copies,
+                "keep_original": self.augment.keep_original,
+                "pipeline": dict(self.augment.pipeline),
+            }
+        return out
+
+
+_TOP_KEYS = ("columns", "features", "augment")
+_FEATURE_KEYS = ("kind", "column", "encoding", "quality", "channels", "classes")
+_AUGMENT_KEYS = ("copies", "keep_original", "pipeline")
+
+
+def _require_mapping(value: object, path: str, source: str | None) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(path, f"expected a mapping, got {type(value).__name__}", source)
+    return value
+
+
+def _reject_unknown(mapping: Mapping[str, Any], allowed: tuple[str, ...], path: str, source: str | None) -> None:
+    for key in mapping:
+        if key not in allowed:
+            where = f"{path}.{key}" if path else str(key)
+            raise ConfigError(where, f"unknown key (allowed: {', '.join(allowed)})", source)
+
+
+def _int_in(value: object, path: str, lo: int, hi: int, source: str | None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise ConfigError(path, f"expected an integer from {lo} to {hi}, got {value!r}", source)
+    return value
+
+
+def _parse_feature(key: str, raw: object, source: str | None) -> FeatureSpec:
+    path = f"features.{key}"
+    spec = _require_mapping(raw, path, source)
+    _reject_unknown(spec, _FEATURE_KEYS, path, source)
+    kind = spec.get("kind")
+    if kind not in KINDS:
+        raise ConfigError(f"{path}.kind", f"unknown feature kind {kind!r} (known: {', '.join(KINDS)})", source)
+    column = spec.get("column", key)
+    if isinstance(column, bool) or not isinstance(column, (int, str)) or (isinstance(column, int) and column < 0):
+        raise ConfigError(f"{path}.column", f"expected a column name or a 0-based position, got {column!r}", source)
+    encoding = spec.get("encoding")
+    if kind == "image":
+        encoding = encoding or "jpeg"
+        if encoding not in ENCODINGS:
+            raise ConfigError(f"{path}.encoding", f"unknown encoding {encoding!r} (known: {', '.join(ENCODINGS)})", source)
+    elif kind == "mask":
+        if encoding not in (None, "png"):
+            raise ConfigError(f"{path}.encoding", "masks are always stored as lossless png", source)
+        encoding = "png"
+    elif encoding is not None:
+        raise ConfigError(f"{path}.encoding", f"only image features have an encoding, not {kind}", source)
+    quality = _int_in(spec.get("quality", 95), f"{path}.quality", 1, 100, source)
+    channels = spec.get("channels")
+    if channels is not None:
+        if kind not in IMAGE_KINDS or channels not in (1, 3, 4):
+            raise ConfigError(f"{path}.channels", "channels applies to image and mask features and is 1, 3 or 4", source)
+        if encoding == "jpeg" and channels == 4:
+            raise ConfigError(f"{path}.channels", "jpeg cannot store 4 channels; use png", source)
+        if encoding == "raw":
+            raise ConfigError(f"{path}.channels", "raw stores the file's bytes untouched, so channels cannot change", source)
+    classes = spec.get("classes")
+    if classes is not None:
+        if kind != "class_name":
+            raise ConfigError(f"{path}.classes", "only class_name features take a classes list", source)
+        if not isinstance(classes, list) or not all(isinstance(c, (str, int)) for c in classes):
+            raise ConfigError(f"{path}.classes", "expected a list of class names", source)
+        classes = tuple(str(c) for c in classes)
+        if len(set(classes)) != len(classes):
+            raise ConfigError(f"{path}.classes", "class names repeat", source)
+    return FeatureSpec(
+        key=key,
+        kind=cast(Kind, kind),
+        column=column,
+        encoding=cast(Encoding | None, encoding),
+        quality=quality,
+        channels=channels,
+        classes=classes,
+    )
+
+
+def _parse_augment(raw: object, features: tuple[FeatureSpec, ...], source: str | None) -> AugmentSpec:
+    from shardkit import augment  # the only module that imports albumentations
+
+    spec = _require_mapping(raw, "augment", source)
+    _reject_unknown(spec, _AUGMENT_KEYS, "augment", source)
+    copies = _int_in(spec.get("copies", 1), "augment.copies", 0, 1000, source)
+    keep_original = spec.get("keep_original", False)
+    if not isinstance(keep_original, bool):
+        raise ConfigError("augment.keep_original", f"expected true or false, got {keep_original!r}", source)
+    if copies == 0 and not keep_original:
+        raise ConfigError("augment.copies", "copies: 0 without keep_original: true would write no records", source)
+    if "pipeline" not in spec:
+        raise ConfigError("augment.pipeline", "missing: give an albumentations pipeline (A.to_dict output or a list of transforms)", source)
+    try:
+        pipeline = augment.normalize_pipeline(spec["pipeline"])
+    except ConfigError as exc:
+        raise ConfigError(f"augment.pipeline{exc.path}", exc.reason, source) from None
+    images = [f for f in features if f.kind == "image"]
+    if not images:
+        raise ConfigError("augment", "augmentation needs an image feature", source)
+    for f in images:
+        if f.encoding == "raw" and copies > 0:
+            raise ConfigError(
+                f"features.{f.key}.encoding",
+                "raw keeps the original bytes, but augmented copies have new pixels: use jpeg or png",
+                source,
+            )
+    return AugmentSpec(pipeline=pipeline, copies=copies, keep_original=keep_original)
+
+
+def parse_config(raw: object, source: str | None = None) -> Config:
+    """Validate a config mapping (as loaded from YAML) and return the frozen ``Config``."""
+    top = _require_mapping(raw if raw is not None else {}, "", source)
+    _reject_unknown(top, _TOP_KEYS, "", source)
+    columns = top.get("columns")
+    if columns is not None:
+        if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns):
+            raise ConfigError("columns", "expected a list of column names", source)
+        columns = tuple(columns)
+    raw_features = _require_mapping(top.get("features"), "features", source)
+    if not raw_features:
+        raise ConfigError("features", "at least one feature is needed", source)
+    features = tuple(_parse_feature(str(k), v, source) for k, v in raw_features.items())
+    keys = {f.key for f in features}
+    for f in features:
+        for suffix in ("height", "width", "channels"):
+            if f.is_image and f"{f.key}/{suffix}" in keys:
+                raise ConfigError(f"features.{f.key}/{suffix}", f"clashes with the size feature written beside image {f.key!r}", source)
+    if any(f.kind == "mask" for f in features) and not any(f.kind == "image" for f in features):
+        raise ConfigError("features", "a mask feature needs an image feature to belong to", source)
+    augment_spec = _parse_augment(top["augment"], features, source) if top.get("augment") is not None else None
+    return Config(features=features, augment=augment_spec, columns=columns, source=source)
+
+
+def load_config(path: str | Path) -> Config:
+    """Read and validate a YAML config file."""
+    source = str(path)
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ConfigError("", f"cannot read config: {exc.strerror}", source) from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError("", f"not valid YAML: {exc}", source) from None
+    return parse_config(raw, source)
+
+
+def infer_config(first_values: tuple[object, ...], names: tuple[str, ...] | None) -> Config:
+    """A config for the classic two-column index when none is given.
+
+    Column 0 is an image stored as its original bytes; column 1, if present, is a mask when it
+    names an image file, an int64 label when it is an integer, and a class name otherwise.
+    """
+    from shardkit.index import IMAGE_SUFFIXES
+
+    if not 1 <= len(first_values) <= 2:
+        raise ConfigError("", f"the index has {len(first_values)} columns: give a --config that maps them to features")
+    col0: int | str = names[0] if names else 0
+    features = [FeatureSpec(key="image", kind="image", column=col0, encoding="raw")]
+    if len(first_values) == 2:
+        second = first_values[1]
+        col1: int | str = names[1] if names else 1
+        text = str(second)
+        if text.lower().endswith(IMAGE_SUFFIXES):
+            features.append(FeatureSpec(key="mask", kind="mask", column=col1, encoding="png"))
+        elif isinstance(second, int) or text.lstrip("-").isdigit():
+            features.append(FeatureSpec(key="label", kind="int64", column=col1))
+        else:
+            features.append(FeatureSpec(key="label", kind="class_name", column=col1))
+    return Config(features=tuple(features))

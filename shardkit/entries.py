@@ -1,0 +1,102 @@
+"""Rows -> entries: each input line's values typed and checked against the config, in the parent.
+
+Everything that can be checked without opening an image is checked here, before any work starts,
+so a bad line is reported with its file and line number and never reaches a worker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from shardkit.config import Config, FeatureSpec
+from shardkit.errors import EntryError
+from shardkit.index import Row
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Entry:
+    """One input: where it came from, its identity for seeding, and one value per config feature.
+
+    Values: an absolute path for image/mask/bytes features, a list of ints or floats for numeric
+    ones, a UTF-8 ``bytes`` for string, and the class name (``str``) for class_name features.
+    """
+
+    source: str
+    line: int
+    identity: str
+    values: tuple[Any, ...]
+
+
+def _number_list(value: Any, spec: FeatureSpec, row: Row) -> list[Any]:
+    cast = int if spec.kind == "int64" else float
+    items = value if isinstance(value, list) else [value]
+    out: list[Any] = []
+    for item in items:
+        if isinstance(item, (bool, list, dict)) or item is None:
+            raise EntryError(row.source, row.line, f"{spec.key}: expected {spec.kind}, got {item!r}")
+        if cast is int and isinstance(item, float) and not item.is_integer():
+            raise EntryError(row.source, row.line, f"{spec.key}: {item!r} is not an integer")
+        try:
+            out.append(cast(item))
+        except (TypeError, ValueError):
+            raise EntryError(row.source, row.line, f"{spec.key}: {item!r} is not a valid {spec.kind}") from None
+    if cast is int and any(not -(2**63) <= v < 2**63 for v in out):
+        raise EntryError(row.source, row.line, f"{spec.key}: value out of int64 range")
+    return out
+
+
+def typed_value(row: Row, spec: FeatureSpec, txt_names: tuple[str, ...] | None) -> Any:
+    """The value of ``spec`` for ``row``, converted and checked."""
+    raw = row.get(spec.column, txt_names)
+    if spec.kind in ("image", "mask", "bytes"):
+        if not isinstance(raw, str) or not raw:
+            raise EntryError(row.source, row.line, f"{spec.key}: expected a file path, got {raw!r}")
+        # Relative paths resolve against the index file's folder, not the working directory.
+        base = Path(row.source) if os.path.isdir(row.source) else Path(row.source).parent
+        return os.path.abspath(base / raw)
+    if spec.kind in ("int64", "float"):
+        return _number_list(raw, spec, row)
+    if spec.kind == "string":
+        if isinstance(raw, (dict, list)) or raw is None:
+            raise EntryError(row.source, row.line, f"{spec.key}: expected text, got {raw!r}")
+        return str(raw).encode("utf-8")
+    # class_name
+    if isinstance(raw, (dict, list, bool)) or raw is None or raw == "":
+        raise EntryError(row.source, row.line, f"{spec.key}: expected a class name, got {raw!r}")
+    name = str(raw)
+    if spec.classes is not None and name not in spec.classes:
+        raise EntryError(row.source, row.line, f"{spec.key}: unknown class {name!r} (the config lists {len(spec.classes)} classes)")
+    return name
+
+
+def to_entry(row: Row, config: Config) -> Entry:
+    values = tuple(typed_value(row, spec, config.columns) for spec in config.features)
+    return Entry(source=row.source, line=row.line, identity=row.identity, values=values)
+
+
+def to_entries(rows: Iterable[Row | EntryError], config: Config, on_error: str, errors: list[EntryError]) -> Iterator[Entry]:
+    """Convert rows; with ``on_error='skip'`` bad rows go to ``errors`` instead of raising."""
+    for row in rows:
+        try:
+            if isinstance(row, EntryError):
+                raise row
+            yield to_entry(row, config)
+        except EntryError as exc:
+            if on_error != "skip":
+                raise
+            errors.append(exc)
+
+
+def collect_classes(config: Config, entries_by_split: dict[str, list[Entry]]) -> Config:
+    """Fill every class_name feature's class list: the config's own, or all names seen, sorted."""
+    features = list(config.features)
+    for i, spec in enumerate(features):
+        if spec.kind != "class_name" or spec.classes is not None:
+            continue
+        names = {entry.values[i] for entries in entries_by_split.values() for entry in entries}
+        features[i] = dataclasses.replace(spec, classes=tuple(sorted(names)))
+    return dataclasses.replace(config, features=tuple(features))

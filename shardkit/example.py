@@ -1,0 +1,180 @@
+"""``tf.train.Example`` encoding and decoding by hand, in the protobuf wire format.
+
+Hand-written so build workers need neither TensorFlow nor generated protobuf classes (classes
+generated in package ``tensorflow`` collide with TensorFlow's own in a process that loads both).
+The messages are tiny: Example{1: Features}; Features{1: map<string, Feature>};
+Feature{oneof 1: BytesList, 2: FloatList, 3: Int64List}; each list has ``repeated value = 1``.
+Numeric lists are written packed, as proto3 does and as TensorFlow's parser expects.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+import numpy as np
+
+Dtype = Literal["bytes", "float", "int64"]
+FeatureValue = Sequence[bytes] | Sequence[float] | Sequence[int] | np.ndarray
+
+_BYTES, _FLOAT, _INT64 = 1, 2, 3
+_DTYPE_FIELD: dict[str, int] = {"bytes": _BYTES, "float": _FLOAT, "int64": _INT64}
+_FIELD_DTYPE: dict[int, Dtype] = {_BYTES: "bytes", _FLOAT: "float", _INT64: "int64"}
+
+
+def _varint(value: int) -> bytes:
+    value &= 0xFFFFFFFFFFFFFFFF  # negative int64 values are ten-byte two's complement varints
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _len_field(field: int, payload: bytes) -> bytes:
+    return _varint((field << 3) | 2) + _varint(len(payload)) + payload
+
+
+def encode_feature(dtype: str, values: FeatureValue) -> bytes:
+    """One ``Feature`` message."""
+    if dtype == "bytes":
+        body = b"".join(_len_field(1, bytes(v)) for v in values)  # type: ignore[arg-type]
+    elif dtype == "float":
+        packed = np.asarray(values, dtype="<f4").tobytes()
+        body = _len_field(1, packed) if packed else b""
+    elif dtype == "int64":
+        packed = b"".join(_varint(int(v)) for v in values)  # type: ignore[arg-type]
+        body = _len_field(1, packed) if packed else b""
+    else:
+        raise ValueError(f"unknown feature dtype {dtype!r}")
+    return _len_field(_DTYPE_FIELD[dtype], body)
+
+
+def encode_example(features: Mapping[str, tuple[str, FeatureValue]]) -> bytes:
+    """Serialize ``{key: (dtype, values)}`` as a ``tf.train.Example``; keys are written sorted."""
+    entries = b"".join(
+        _len_field(1, _len_field(1, key.encode()) + _len_field(2, encode_feature(dtype, values)))
+        for key, (dtype, values) in sorted(features.items())
+    )
+    return _len_field(1, entries)
+
+
+class DecodeError(ValueError):
+    """The bytes are not a well-formed ``tf.train.Example``."""
+
+
+def _read_varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    while True:
+        if pos >= end or shift > 63:
+            raise DecodeError("truncated or overlong varint")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+
+
+def _fields(buf: bytes, pos: int, end: int) -> list[tuple[int, int, int | tuple[int, int]]]:
+    """Split a message into (field, wire type, value or (start, end) for length-delimited)."""
+    out: list[tuple[int, int, int | tuple[int, int]]] = []
+    while pos < end:
+        tag, pos = _read_varint(buf, pos, end)
+        field, wire = tag >> 3, tag & 7
+        if field == 0:
+            raise DecodeError("field number 0")
+        if wire == 0:
+            value, pos = _read_varint(buf, pos, end)
+            out.append((field, wire, value))
+        elif wire == 2:
+            length, pos = _read_varint(buf, pos, end)
+            if pos + length > end:
+                raise DecodeError("length-delimited field runs past its message")
+            out.append((field, wire, (pos, pos + length)))
+            pos += length
+        elif wire == 5:
+            if pos + 4 > end:
+                raise DecodeError("truncated fixed32")
+            out.append((field, wire, struct.unpack_from("<I", buf, pos)[0]))
+            pos += 4
+        elif wire == 1:
+            if pos + 8 > end:
+                raise DecodeError("truncated fixed64")
+            out.append((field, wire, struct.unpack_from("<Q", buf, pos)[0]))
+            pos += 8
+        else:
+            raise DecodeError(f"unsupported wire type {wire}")
+    if pos != end:
+        raise DecodeError("message overruns its length")
+    return out
+
+
+def _decode_list(buf: bytes, dtype: Dtype, start: int, end: int) -> list[bytes] | list[float] | list[int]:
+    if dtype == "bytes":
+        items: list[bytes] = []
+        for field, wire, val in _fields(buf, start, end):
+            if field == 1 and wire == 2 and isinstance(val, tuple):
+                items.append(buf[val[0] : val[1]])
+        return items
+    if dtype == "float":
+        floats: list[float] = []
+        for field, wire, val in _fields(buf, start, end):
+            if field != 1:
+                continue
+            if wire == 2 and isinstance(val, tuple):
+                if (val[1] - val[0]) % 4:
+                    raise DecodeError("packed float list length is not a multiple of 4")
+                floats.extend(np.frombuffer(buf[val[0] : val[1]], dtype="<f4").tolist())
+            elif wire == 5 and isinstance(val, int):
+                floats.append(struct.unpack("<f", struct.pack("<I", val))[0])
+        return floats
+    ints: list[int] = []
+    for field, wire, val in _fields(buf, start, end):
+        if field != 1:
+            continue
+        if wire == 2 and isinstance(val, tuple):
+            pos = val[0]
+            while pos < val[1]:
+                v, pos = _read_varint(buf, pos, val[1])
+                ints.append(v - (1 << 64) if v >= 1 << 63 else v)
+        elif wire == 0 and isinstance(val, int):
+            ints.append(val - (1 << 64) if val >= 1 << 63 else val)
+    return ints
+
+
+def decode_example(data: bytes) -> dict[str, tuple[Dtype, list[bytes] | list[float] | list[int]]]:
+    """Parse a serialized ``tf.train.Example`` into ``{key: (dtype, values)}``."""
+    out: dict[str, tuple[Dtype, list[bytes] | list[float] | list[int]]] = {}
+    for field, wire, val in _fields(data, 0, len(data)):
+        if field != 1 or wire != 2 or not isinstance(val, tuple):
+            continue
+        for efield, ewire, entry in _fields(data, val[0], val[1]):
+            if efield != 1 or ewire != 2 or not isinstance(entry, tuple):
+                continue
+            key = ""
+            feature: tuple[int, int] | None = None
+            for kfield, kwire, kval in _fields(data, entry[0], entry[1]):
+                if kfield == 1 and kwire == 2 and isinstance(kval, tuple):
+                    try:
+                        key = data[kval[0] : kval[1]].decode()
+                    except UnicodeDecodeError as exc:
+                        raise DecodeError("feature key is not UTF-8") from exc
+                elif kfield == 2 and kwire == 2 and isinstance(kval, tuple):
+                    feature = kval
+            if feature is None:
+                out[key] = ("bytes", [])
+                continue
+            kinds = [(f, v) for f, w, v in _fields(data, feature[0], feature[1]) if w == 2 and isinstance(v, tuple)]
+            if not kinds:
+                out[key] = ("bytes", [])
+                continue
+            kind_field, (start, end) = kinds[-1]
+            if kind_field not in _FIELD_DTYPE:
+                raise DecodeError(f"feature {key!r} has unknown list kind {kind_field}")
+            dtype = _FIELD_DTYPE[kind_field]
+            out[key] = (dtype, _decode_list(data, dtype, start, end))
+    return out

@@ -1,0 +1,100 @@
+"""Pillow decode and encode, and the rule for passing original bytes through untouched.
+
+Original file bytes are stored as they are whenever nothing changes the pixels and the file is
+already in the target format: re-encoding a JPEG only loses quality and costs time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+
+import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+# Image modes shardkit stores, per feature kind, for each mode a file may come in with.
+# Palette masks keep their indices (TensorFlow's decode_png would expand a palette to RGB).
+_IMAGE_MODE = {"1": "L", "L": "L", "LA": "RGBA", "P": "RGB", "RGB": "RGB", "RGBA": "RGBA", "CMYK": "RGB", "YCbCr": "RGB"}
+_MASK_MODE = {"1": "L", "L": "L", "P": "L", "RGB": "RGB", "RGBA": "RGBA", "I;16": "I;16"}
+_CHANNEL_MODE = {1: "L", 3: "RGB", 4: "RGBA"}
+_MODE_CHANNELS = {"L": 1, "RGB": 3, "RGBA": 4, "I;16": 1, "LA": 2, "1": 1, "P": 3, "CMYK": 4, "YCbCr": 3}
+_FORMAT = {"jpeg": "JPEG", "png": "PNG"}
+
+
+class ImageProblem(ValueError):
+    """A file that is missing, unreadable or not an image Pillow can handle."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageInfo:
+    format: str  # Pillow's name: JPEG, PNG, ...
+    mode: str
+    width: int
+    height: int
+
+
+def probe(data: bytes) -> ImageInfo:
+    """Read only the header: format, mode and size."""
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            return ImageInfo(format=im.format or "", mode=im.mode, width=im.width, height=im.height)
+    except (UnidentifiedImageError, OSError, ValueError) as exc:
+        raise ImageProblem(f"not an image Pillow can read ({_reason(exc)})") from None
+
+
+def stored_mode(info: ImageInfo, kind: str, channels: int | None, encoding: str) -> str:
+    """The Pillow mode the stored image has after any conversion."""
+    if encoding == "raw":
+        return info.mode
+    if channels is not None:
+        return _CHANNEL_MODE[channels]
+    table = _MASK_MODE if kind == "mask" else _IMAGE_MODE
+    if info.mode == "P" and kind == "image" and encoding == "png":
+        return "RGB"
+    mode = table.get(info.mode)
+    if mode is None:
+        raise ImageProblem(f"unsupported image mode {info.mode!r} for a {kind} feature")
+    if encoding == "jpeg" and mode == "RGBA":
+        return "RGB"  # JPEG has no alpha channel
+    return mode
+
+
+def channels_of(mode: str) -> int:
+    return _MODE_CHANNELS.get(mode, 3)
+
+
+def can_pass_through(info: ImageInfo, encoding: str, target_mode: str) -> bool:
+    """True when the original bytes already are what re-encoding unchanged pixels would give."""
+    if encoding == "raw":
+        return True
+    return info.format == _FORMAT[encoding] and info.mode == target_mode
+
+
+def decode(data: bytes, mode: str) -> np.ndarray:
+    """Decode fully to an HxW (one channel) or HxWxC array in ``mode``."""
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            im.load()
+            if im.mode == "P" and mode in ("RGB", "RGBA") and "transparency" in im.info:
+                im = im.convert("RGBA")
+            converted = im if im.mode == mode else im.convert(mode)
+            return np.asarray(converted)
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as exc:
+        raise ImageProblem(f"cannot decode image ({_reason(exc)})") from None
+
+
+def encode(array: np.ndarray, encoding: str, quality: int) -> bytes:
+    buf = io.BytesIO()
+    if array.dtype == np.uint16:
+        image = Image.fromarray(array, mode="I;16") if array.ndim == 2 else Image.fromarray(array)
+    else:
+        image = Image.fromarray(array.astype(np.uint8, copy=False))
+    if encoding == "jpeg":
+        image.save(buf, format="JPEG", quality=quality)
+    else:
+        image.save(buf, format="PNG", compress_level=1)  # fast; lossless either way
+    return buf.getvalue()
+
+
+def _reason(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__

@@ -1,0 +1,199 @@
+"""Index files -> entries: which inputs exist, which split they belong to, and their column values.
+
+No image I/O happens here. Formats are told by extension: ``.txt`` (whitespace-separated columns,
+``#`` comments and blank lines skipped), ``.csv`` / ``.tsv`` (a header row) and ``.jsonl``.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import fnmatch
+import json
+import re
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from shardkit.errors import EntryError, ShardkitError
+
+INDEX_SUFFIXES = (".txt", ".csv", ".tsv", ".jsonl")
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp")
+_SPLIT_RE = re.compile(r"[_.\-]")
+
+
+@dataclasses.dataclass(frozen=True)
+class IndexFile:
+    path: Path
+    split: str
+
+    @property
+    def format(self) -> str:
+        return self.path.suffix.lower().lstrip(".")
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """One data line of an index file: positional values, and names where the format has them."""
+
+    source: str
+    line: int
+    values: tuple[Any, ...]
+    names: tuple[str, ...] | None = None
+    key: str = ""  # stable identity for seeding; defaults to "<file name>:<line>"
+
+    @property
+    def identity(self) -> str:
+        return self.key or f"{Path(self.source).name}:{self.line}"
+
+    def get(self, column: int | str, txt_names: Sequence[str] | None = None) -> Any:
+        if isinstance(column, int):
+            if column >= len(self.values):
+                raise EntryError(self.source, self.line, f"no column {column}: the line has {len(self.values)} columns")
+            return self.values[column]
+        names = self.names if self.names is not None else txt_names
+        if names is None:
+            raise EntryError(
+                self.source,
+                self.line,
+                f"column {column!r} is named, but .txt columns have no names: "
+                "use a 0-based position or a top-level 'columns:' list in the config",
+            )
+        if column not in names:
+            raise EntryError(self.source, self.line, f"no column {column!r} (columns: {', '.join(names)})")
+        position = list(names).index(column)
+        if position >= len(self.values):
+            raise EntryError(self.source, self.line, f"no value for column {column!r}")
+        return self.values[position]
+
+
+def split_of(name: str) -> str:
+    """``train_3.txt`` -> ``train``; ``val.csv`` -> ``val``; ``test-0.jsonl`` -> ``test``."""
+    return _SPLIT_RE.split(name, maxsplit=1)[0]
+
+
+def discover(paths: Sequence[str | Path], ignore: Sequence[str] = (), split: str | None = None) -> list[IndexFile]:
+    """Expand files and folders into index files (sorted within each folder), minus ignored names."""
+    found: list[IndexFile] = []
+    seen: set[Path] = set()
+    for given in paths:
+        path = Path(given)
+        if path.is_dir():
+            candidates = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in INDEX_SUFFIXES)
+            if not candidates:
+                raise ShardkitError(f"{path}: no index files ({', '.join(INDEX_SUFFIXES)}) in this folder")
+        elif path.is_file():
+            if path.suffix.lower() not in INDEX_SUFFIXES:
+                raise ShardkitError(f"{path}: unknown index format {path.suffix!r} (known: {', '.join(INDEX_SUFFIXES)})")
+            candidates = [path]
+        else:
+            raise ShardkitError(f"{path}: no such file or folder")
+        for candidate in candidates:
+            if any(fnmatch.fnmatch(candidate.name, pattern) for pattern in ignore):
+                continue
+            resolved = candidate.resolve()
+            if resolved in seen:
+                continue
+            seen.add(resolved)
+            name_split = split or split_of(candidate.name)
+            if not name_split:
+                raise ShardkitError(f"{candidate}: cannot tell the split from the file name; use --split NAME")
+            found.append(IndexFile(path=candidate, split=name_split))
+    if not found:
+        raise ShardkitError("no index files left to build (check the paths and --ignore patterns)")
+    return found
+
+
+def read_rows(index: IndexFile) -> Iterator[Row | EntryError]:
+    """Stream the data rows of one index file, with 1-based line numbers.
+
+    A malformed line is yielded as an ``EntryError`` rather than raised, so the caller decides
+    between stopping (``--on-error fail``) and recording it and going on (``skip``).
+    """
+    source = str(index.path)
+    try:
+        handle = index.path.open(newline="", encoding="utf-8")
+    except OSError as exc:
+        raise ShardkitError(f"{source}: cannot read index file: {exc.strerror}") from None
+    with handle:
+        try:
+            if index.format == "txt":
+                yield from _txt_rows(source, handle)
+            elif index.format in ("csv", "tsv"):
+                yield from _csv_rows(source, handle, "\t" if index.format == "tsv" else ",")
+            else:
+                yield from _jsonl_rows(source, handle)
+        except UnicodeDecodeError as exc:
+            raise ShardkitError(f"{source}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def _txt_rows(source: str, handle: Any) -> Iterator[Row | EntryError]:
+    width: int | None = None
+    first_line = 0
+    for number, line in enumerate(handle, start=1):
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        values = tuple(text.split())
+        if width is None:
+            width, first_line = len(values), number
+        elif len(values) != width:
+            yield EntryError(source, number, f"{len(values)} columns, but line {first_line} has {width}")
+            continue
+        yield Row(source, number, values)
+
+
+def _csv_rows(source: str, handle: Any, delimiter: str) -> Iterator[Row | EntryError]:
+    reader = csv.reader(handle, delimiter=delimiter)
+    names: tuple[str, ...] | None = None
+    for values in reader:
+        number = reader.line_num
+        if not values or all(not v.strip() for v in values):
+            continue
+        if names is None:
+            names = tuple(v.strip() for v in values)
+            continue
+        if len(values) != len(names):
+            yield EntryError(source, number, f"{len(values)} columns, but the header has {len(names)}")
+            continue
+        yield Row(source, number, tuple(v.strip() for v in values), names)
+    if names is None:
+        raise ShardkitError(f"{source}: empty file: a header row is needed")
+
+
+def _jsonl_rows(source: str, handle: Any) -> Iterator[Row | EntryError]:
+    for number, line in enumerate(handle, start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            yield EntryError(source, number, f"not valid JSON: {exc.msg} at column {exc.colno}")
+            continue
+        if not isinstance(obj, dict):
+            yield EntryError(source, number, f"expected a JSON object, got {type(obj).__name__}")
+            continue
+        yield Row(source, number, tuple(obj.values()), tuple(obj.keys()))
+
+
+def folder_rows(root: Path) -> Iterator[tuple[str, Row]]:
+    """ImageFolder layout -> (split, Row(image path, class name)).
+
+    ``ROOT/<split>/<class>/<img>`` when every folder under ROOT holds only folders, else
+    ``ROOT/<class>/<img>`` as split ``train``. Line numbers count images within a split.
+    """
+    if not root.is_dir():
+        raise ShardkitError(f"{root}: no such folder")
+    top = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not top:
+        raise ShardkitError(f"{root}: no class folders (expected ROOT/<class>/<image> or ROOT/<split>/<class>/<image>)")
+    nested = all(not any(f.is_file() and f.suffix.lower() in IMAGE_SUFFIXES for f in d.iterdir()) for d in top)
+    layout = [(d.name, d) for d in top] if nested else [("train", root)]
+    for split, split_root in layout:
+        number = 0
+        for class_dir in sorted(p for p in split_root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            for image in sorted(class_dir.iterdir()):
+                if image.is_file() and image.suffix.lower() in IMAGE_SUFFIXES:
+                    number += 1
+                    key = image.relative_to(root).as_posix()
+                    yield split, Row(str(split_root), number, (str(image), class_dir.name), ("image", "label"), key)

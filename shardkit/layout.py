@@ -1,0 +1,86 @@
+"""Where things live in an output folder, and writing them atomically.
+
+OUT/
+  train-00000-of-00004.tfrecord      finished shards (final names appear only when complete)
+  .train-00001-of-00004.tfrecord.incomplete-1a2b3c4d   a shard being written
+  manifest.json                      written last, atomically
+  errors.jsonl                       entries skipped with --on-error skip
+  .shardkit/build.json               the build's fingerprint and resolved parameters
+  .shardkit/shards/NAME.json         one record per finished shard (the commit point)
+  .shardkit/lock                     held (flock) by the one build running into OUT
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import uuid
+from typing import Any
+
+STATE_DIR = ".shardkit"
+MANIFEST = "manifest.json"
+ERRORS = "errors.jsonl"
+_INCOMPLETE = ".incomplete-"
+
+
+def state_dir(out: str) -> str:
+    return os.path.join(out, STATE_DIR)
+
+
+def temp_path(out: str, name: str, tag: str) -> str:
+    return os.path.join(out, f".{name}{_INCOMPLETE}{tag}")
+
+
+def temp_files(out: str) -> list[str]:
+    return sorted(glob.glob(os.path.join(glob.escape(out), f".*{_INCOMPLETE}*")))
+
+
+def shard_record_path(out: str, name: str) -> str:
+    return os.path.join(state_dir(out), "shards", f"{name}.json")
+
+
+def fsync_dir(path: str) -> None:
+    """Make a rename in ``path`` durable (a no-op where directories cannot be opened)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: str, data: bytes) -> None:
+    """Write to a temporary name beside ``path``, fsync, rename over it."""
+    folder = os.path.dirname(path) or "."
+    os.makedirs(folder, exist_ok=True)
+    temp = os.path.join(folder, f".{os.path.basename(path)}{_INCOMPLETE}{uuid.uuid4().hex[:8]}")
+    try:
+        with open(temp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        if os.path.exists(temp):
+            os.remove(temp)
+        raise
+    fsync_dir(folder)
+
+
+def write_json(path: str, obj: Any) -> None:
+    write_atomic(path, (json.dumps(obj, indent=2, sort_keys=False) + "\n").encode())
+
+
+def read_json(path: str) -> Any:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def write_shard_record(out: str, record: dict[str, Any]) -> None:
+    write_json(shard_record_path(out, record["name"]), record)
+    fsync_dir(out)

@@ -1,0 +1,60 @@
+"""One build at a time per output folder: an advisory lock that dies with its holder.
+
+``flock`` is released by the kernel when the process exits, even after ``kill -9``, so a crashed
+build never leaves a stale lock behind; the file's text (pid, host) only explains who holds it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+import time
+from types import TracebackType
+
+from shardkit.errors import OutputError
+
+
+class OutputLock:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _describe(fd)
+            os.close(fd)
+            raise OutputError(
+                f"{os.path.dirname(os.path.dirname(self.path))}: another build is writing here ({holder}); "
+                "wait for it to finish, or choose another output folder"
+            ) from None
+        os.ftruncate(fd, 0)
+        info = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        os.write(fd, json.dumps(info).encode())
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> OutputLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.release()
+
+
+def _describe(fd: int) -> str:
+    try:
+        info = json.loads(os.pread(fd, 4096, 0) or b"{}")
+        return f"pid {info.get('pid')} on host {info.get('host')}, since {info.get('since')}"
+    except (OSError, ValueError):
+        return "holder unknown"

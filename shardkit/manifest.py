@@ -1,0 +1,129 @@
+"""The manifest: ``OUT/manifest.json``, versioned, derived from the build state and shard records.
+
+It can always be rewritten from what is on disk (``.shardkit/build.json`` plus one record per
+shard), so a crash between the last shard and the manifest loses nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from shardkit import __version__, layout
+from shardkit.worker import ShardResult
+
+FORMAT = "shardkit.manifest"
+VERSION = 1
+
+
+def _length_shape(lo: int, hi: int) -> dict[str, Any]:
+    if lo == hi:
+        return {"shape": [] if lo == 1 else [lo]}
+    return {"shape": None, "ragged": True, "min_length": lo, "max_length": hi}
+
+
+def schema(config: Mapping[str, Any], shards: Iterable[ShardResult]) -> list[dict[str, Any]]:
+    """Every feature key with dtype and shape, from the config and the lengths the workers saw."""
+    lengths: dict[str, tuple[int, int]] = {}
+    sizes: dict[str, list[Any]] = {}
+    for shard in shards:
+        for key, (lo, hi) in shard.lengths.items():
+            old = lengths.get(key, (lo, hi))
+            lengths[key] = (min(old[0], lo), max(old[1], hi))
+        for key, (h0, h1, w0, w1, ch) in shard.sizes.items():
+            old_size = sizes.get(key, [h0, h1, w0, w1, ()])
+            sizes[key] = [
+                min(old_size[0], h0),
+                max(old_size[1], h1),
+                min(old_size[2], w0),
+                max(old_size[3], w1),
+                tuple(sorted({*old_size[4], *ch})),
+            ]
+    out: list[dict[str, Any]] = []
+    for key, spec in config["features"].items():
+        kind = spec["kind"]
+        dtype = {"int64": "int64", "class_name": "int64", "float": "float", "string": "string"}.get(kind, "bytes")
+        entry: dict[str, Any] = {"key": key, "dtype": dtype, "kind": kind}
+        entry.update(_length_shape(*lengths.get(key, (1, 1))))
+        if kind in ("image", "mask"):
+            entry["encoding"] = spec.get("encoding", "png")
+            if key in sizes:
+                h0, h1, w0, w1, ch = sizes[key]
+                entry.update({"height": [h0, h1], "width": [w0, w1], "channels": list(ch)})
+        if kind == "class_name":
+            entry["num_classes"] = len(spec.get("classes", []))
+        out.append(entry)
+        if kind in ("image", "mask"):
+            for suffix in ("height", "width", "channels"):
+                out.append({"key": f"{key}/{suffix}", "dtype": "int64", "kind": "int64", "shape": []})
+    return out
+
+
+def make_manifest(state: Mapping[str, Any], shards: Iterable[ShardResult]) -> dict[str, Any]:
+    shards = sorted(shards, key=lambda s: (s.split, s.index))
+    splits: dict[str, Any] = {}
+    for split, plan in state["splits"].items():
+        mine = [s for s in shards if s.split == split]
+        splits[split] = {
+            "records": sum(s.records for s in mine),
+            "bytes": sum(s.bytes for s in mine),
+            "entries": sum(s.entries for s in mine),
+            "skipped": sum(len(s.skipped) for s in mine) + sum(1 for e in state["skipped"] if e["split"] == split),
+            "num_shards": plan["num_shards"],
+            "shards": [
+                {
+                    "name": s.name,
+                    "records": s.records,
+                    "bytes": s.bytes,
+                    "crc32c": s.crc32c,
+                    "entries": s.entries,
+                    "covers": [list(c) for c in s.covers],
+                }
+                for s in mine
+            ],
+        }
+    config = state["config"]
+    skipped = sum(v["skipped"] for v in splits.values())
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "shardkit_version": __version__,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "fingerprint": state["fingerprint"],
+        "parameters": state["parameters"],
+        "config": config,
+        "schema": schema(config, shards),
+        "classes": {k: v["classes"] for k, v in config["features"].items() if v["kind"] == "class_name"},
+        "splits": splits,
+        "totals": {
+            "records": sum(v["records"] for v in splits.values()),
+            "bytes": sum(v["bytes"] for v in splits.values()),
+            "shards": sum(len(v["shards"]) for v in splits.values()),
+        },
+        "errors": {"skipped": skipped, "file": layout.ERRORS if skipped else None},
+    }
+
+
+def error_lines(state: Mapping[str, Any], shards: Iterable[ShardResult]) -> list[dict[str, Any]]:
+    """Every skipped entry, in plan order first, then shard order: what errors.jsonl holds."""
+    lines = [dict(e) for e in state["skipped"]]
+    for s in sorted(shards, key=lambda s: (s.split, s.index)):
+        lines.extend({"split": s.split, "source": src, "line": line, "reason": reason} for src, line, reason in s.skipped)
+    return lines
+
+
+def load_shard_records(out: str) -> dict[str, ShardResult]:
+    folder = os.path.join(layout.state_dir(out), "shards")
+    records: dict[str, ShardResult] = {}
+    if not os.path.isdir(folder):
+        return records
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".json") and not name.startswith("."):
+            try:
+                result = ShardResult.from_dict(layout.read_json(os.path.join(folder, name)))
+            except (OSError, ValueError, KeyError, TypeError):
+                continue  # an unreadable record means the shard is rebuilt
+            records[result.name] = result
+    return records
