@@ -7,6 +7,7 @@ the pipeline itself. Every record's randomness comes from a seed derived from th
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -43,8 +44,9 @@ def normalize_pipeline(raw: object) -> dict[str, Any]:
         built = A.from_dict({"transform": dict(transform)})
     except Exception as exc:
         raise ConfigError("", _short(exc)) from None
-    # Round-trip so the stored form is albumentations' canonical one (defaults filled in).
-    return dict(A.to_dict(built))
+    # Round-trip so the stored form is albumentations' canonical one (defaults filled in), as
+    # plain JSON data (tuples become lists), exactly as the manifest will hold it.
+    return dict(json.loads(json.dumps(A.to_dict(built))))
 
 
 def _short(exc: BaseException) -> str:

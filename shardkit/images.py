@@ -97,4 +97,6 @@ def encode(array: np.ndarray, encoding: str, quality: int) -> bytes:
 
 
 def _reason(exc: BaseException) -> str:
+    if isinstance(exc, UnidentifiedImageError):
+        return "unknown or damaged image format"
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__

@@ -100,13 +100,9 @@ def read_records(path: str) -> Iterator[bytes]:
 
 
 def file_crc32c(path: str, chunk_size: int = 1 << 22) -> int:
-    """CRC32C of a whole file, read in large chunks with one reused buffer."""
+    """CRC32C of a whole file, read in large chunks (google-crc32c takes bytes, not memoryviews)."""
     crc = 0
-    buf = bytearray(chunk_size)
-    view = memoryview(buf)
     with open(path, "rb", buffering=0) as f:
-        while True:
-            n = f.readinto(buf)  # type: ignore[attr-defined]
-            if not n:
-                return crc
-            crc = google_crc32c.extend(crc, view[:n])
+        while chunk := f.read(chunk_size):
+            crc = int(google_crc32c.extend(crc, chunk))
+    return crc

@@ -12,7 +12,7 @@ import gzip
 import os
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from shardkit import images, layout
@@ -83,17 +83,20 @@ class _Loaded:
     def __init__(self, entry: Entry, config: Config) -> None:
         self.entry = entry
         self.files: dict[str, bytes] = {}
+        self.paths: dict[str, str] = {}
         self.infos: dict[str, images.ImageInfo] = {}
         self.modes: dict[str, str] = {}
         self._arrays: dict[str, Any] = {}
         for spec, value in zip(config.features, entry.values, strict=True):
             if spec.kind not in ("image", "mask", "bytes"):
                 continue
+            self.paths[spec.key] = value
             self.files[spec.key] = _read_file(value, spec.key)
             if spec.is_image:
-                info = images.probe(self.files[spec.key])
-                self.infos[spec.key] = info
-                self.modes[spec.key] = images.stored_mode(info, spec.kind, spec.channels, spec.encoding or "png")
+                with _naming(spec.key, value):
+                    info = images.probe(self.files[spec.key])
+                    self.infos[spec.key] = info
+                    self.modes[spec.key] = images.stored_mode(info, spec.kind, spec.channels, spec.encoding or "png")
         first_image = next((f.key for f in config.features if f.kind == "image"), None)
         for spec in config.features:
             if spec.kind == "mask" and first_image is not None:
@@ -105,8 +108,18 @@ class _Loaded:
 
     def array(self, spec: FeatureSpec) -> Any:
         if spec.key not in self._arrays:
-            self._arrays[spec.key] = images.decode(self.files[spec.key], self.modes[spec.key])
+            with _naming(spec.key, self.paths[spec.key]):
+                self._arrays[spec.key] = images.decode(self.files[spec.key], self.modes[spec.key])
         return self._arrays[spec.key]
+
+
+@contextlib.contextmanager
+def _naming(key: str, path: str) -> Iterator[None]:
+    """Prefix an image problem with the feature and the file it came from."""
+    try:
+        yield
+    except images.ImageProblem as exc:
+        raise images.ImageProblem(f"{key}: {path}: {exc}") from None
 
 
 def _read_file(path: str, key: str) -> bytes:
@@ -114,11 +127,11 @@ def _read_file(path: str, key: str) -> bytes:
         with open(path, "rb") as f:
             return f.read()
     except FileNotFoundError:
-        raise images.ImageProblem(f"{key}: file not found: {path}") from None
+        raise images.ImageProblem(f"{key}: {path}: file not found") from None
     except IsADirectoryError:
-        raise images.ImageProblem(f"{key}: is a folder, not a file: {path}") from None
+        raise images.ImageProblem(f"{key}: {path}: is a folder, not a file") from None
     except OSError as exc:
-        raise images.ImageProblem(f"{key}: cannot read {path}: {exc.strerror}") from None
+        raise images.ImageProblem(f"{key}: {path}: cannot read: {exc.strerror}") from None
 
 
 class ShardWriter:

@@ -1,0 +1,268 @@
+"""End-to-end builds, with TensorFlow reading every record back as the oracle."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import shardkit
+from shardkit import images
+from shardkit.augment import Augmenter
+from shardkit.config import parse_config
+from shardkit.errors import EntryError, OutputError, WorkerError
+from shardkit.executors import PoolExecutor
+from shardkit.lock import OutputLock
+from shardkit.plan import record_seed
+from shardkit.tfrecord import file_crc32c
+from tests.tfread import decode, raw_records, read_split
+
+SEG_CONFIG: dict[str, Any] = {
+    "columns": ["image", "mask"],
+    "features": {
+        "image": {"kind": "image", "column": "image", "encoding": "jpeg", "quality": 90},
+        "mask": {"kind": "mask", "column": "mask"},
+    },
+    "augment": {
+        "copies": 2,
+        "keep_original": True,
+        "pipeline": [
+            {"__class_fullname__": "HorizontalFlip", "p": 0.5},
+            {"__class_fullname__": "RandomSizedCrop", "min_max_height": [24, 48], "size": [48, 64], "p": 0.7},
+            {"__class_fullname__": "RandomBrightnessContrast", "p": 0.8},
+        ],
+    },
+}
+
+
+def index_lines(path: Path) -> list[tuple[int, list[str]]]:
+    out = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if line.strip() and not line.startswith("#"):
+            out.append((number, line.split()))
+    return out
+
+
+def test_segmentation_records_equal_their_inputs(seg_data: Path, tmp_path: Path) -> None:
+    config = parse_config(SEG_CONFIG)
+    result = shardkit.build([seg_data], tmp_path / "out", config=config, workers=2, seed=7, progress=False)
+    assert result.records == (24 + 8) * 3 and result.skipped == 0
+    augmenter = Augmenter(config.augment.pipeline, ["image"], ["mask"])  # type: ignore[union-attr]
+    for split, files in (("train", ["train_0.txt", "train_1.txt"]), ("val", ["val.txt"])):
+        records = read_split(str(tmp_path / "out"), split)
+        expected_inputs = [(name, number, cols) for name in files for number, cols in index_lines(seg_data / name)]
+        assert len(records) == 3 * len(expected_inputs)
+        for i, (name, number, (image_path, mask_path)) in enumerate(expected_inputs):
+            original_bytes = (seg_data / image_path).read_bytes()
+            image = np.asarray(Image.open(io.BytesIO(original_bytes)).convert("RGB"))
+            mask = np.asarray(Image.open(seg_data / mask_path))
+            original, *copies = records[3 * i : 3 * i + 3]
+            # keep_original + same format: the JPEG bytes pass through untouched
+            assert original["image"] == original_bytes
+            assert np.array_equal(decode(original["mask"])[..., 0], mask)
+            assert (original["image/height"], original["image/width"], original["image/channels"]) == (48, 64, 3)
+            for copy, record in enumerate(copies):
+                want = augmenter({"image": image, "mask": mask}, record_seed(7, f"{name}:{number}", copy))
+                assert np.array_equal(decode(record["mask"])[..., 0], want["mask"])
+                want_jpeg = images.encode(want["image"], "jpeg", 90)
+                assert np.array_equal(decode(record["image"]), np.asarray(Image.open(io.BytesIO(want_jpeg))))
+                assert (record["image/height"], record["image/width"]) == want["image"].shape[:2]
+
+
+def test_manifest_describes_the_shards(seg_data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = shardkit.build([seg_data], out, config=parse_config(SEG_CONFIG), workers=1, records_per_shard=5, progress=False)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest == result.manifest
+    assert manifest["format"] == "shardkit.manifest" and manifest["version"] == 1
+    train = manifest["splits"]["train"]
+    assert [s["name"] for s in train["shards"]] == [f"train-{i:05d}-of-00005.tfrecord" for i in range(5)]
+    assert [s["entries"] for s in train["shards"]] == [5, 5, 5, 5, 4]
+    for shard in train["shards"] + manifest["splits"]["val"]["shards"]:
+        path = out / shard["name"]
+        assert path.stat().st_size == shard["bytes"]
+        assert f"{file_crc32c(str(path)):08x}" == shard["crc32c"]
+        assert shard["records"] == 3 * shard["entries"]
+    assert train["shards"][0]["covers"] == [[str(seg_data / "train_0.txt"), 2, 6]]
+    keys = {f["key"]: f for f in manifest["schema"]}
+    assert keys["image"]["encoding"] == "jpeg" and keys["mask"]["encoding"] == "png"
+    assert keys["mask"]["channels"] == [1] and keys["image/height"]["dtype"] == "int64"
+    assert keys["image"]["height"][1] == 48
+    assert manifest["totals"]["records"] == 96 and manifest["errors"] == {"skipped": 0, "file": None}
+    assert len(manifest["fingerprint"]) == 32 and manifest["parameters"]["records_per_shard"] == 5
+
+
+def builds_equal(a: Path, b: Path) -> None:
+    for split in ("train", "val"):
+        assert raw_records(str(a), split) == raw_records(str(b), split)
+    ma, mb = (json.loads((p / "manifest.json").read_text()) for p in (a, b))
+    assert ma["splits"] == mb["splits"]
+
+
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_worker_count_and_start_method_do_not_change_records(seg_data: Path, tmp_path: Path, start_method: str) -> None:
+    config = parse_config(SEG_CONFIG)
+    common: dict[str, Any] = {"config": config, "records_per_shard": 6, "seed": 3, "progress": False}
+    shardkit.build([seg_data], tmp_path / "one", workers=1, **common)
+    shardkit.build([seg_data], tmp_path / "pool", workers=2, executor=PoolExecutor(2, start_method), **common)
+    builds_equal(tmp_path / "one", tmp_path / "pool")
+
+
+def test_resume_keeps_finished_shards_and_rebuilds_the_rest(seg_data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    args: dict[str, Any] = {"config": parse_config(SEG_CONFIG), "records_per_shard": 4, "progress": False, "workers": 1}
+    first = shardkit.build([seg_data], out, **args)
+    assert (first.shards_built, first.shards_reused) == (8, 0)
+    reference = {s: raw_records(str(out), s) for s in ("train", "val")}
+    (out / "train-00002-of-00006.tfrecord").unlink()  # lost shard
+    with open(out / "val-00001-of-00002.tfrecord", "ab") as f:
+        f.write(b"junk")  # wrong size: rebuilt
+    (out / ".train-00004-of-00006.tfrecord.incomplete-deadbeef").write_bytes(b"half")  # a crashed writer's temp file
+    (out / "manifest.json").unlink()
+    again = shardkit.build([seg_data], out, **args)
+    assert (again.shards_built, again.shards_reused) == (2, 6)
+    assert {s: raw_records(str(out), s) for s in ("train", "val")} == reference
+    assert not list(out.glob(".*incomplete*"))
+    assert again.manifest["splits"] == first.manifest["splits"]
+    third = shardkit.build([seg_data], out, **args)
+    assert (third.shards_built, third.shards_reused) == (0, 8)
+
+
+def test_a_different_build_is_refused_unless_overwrite(seg_data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    shardkit.build([seg_data], out, workers=1, progress=False)
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(OutputError, match=r"already holds a different build \(different parameters\); use --overwrite"):
+        shardkit.build([seg_data], out, workers=1, seed=1, progress=False, records_per_shard=100)
+    with pytest.raises(OutputError, match=r"different config"):
+        shardkit.build([seg_data], out, workers=1, config=parse_config(SEG_CONFIG), progress=False)
+    result = shardkit.build([seg_data], out, workers=1, config=parse_config(SEG_CONFIG), overwrite=True, progress=False)
+    assert result.shards_reused == 0 and result.records == 96
+    assert (out / "notes.txt").read_text() == "mine"  # --overwrite deletes only what a build wrote
+    assert sorted(p.name for p in out.glob("*.tfrecord")) == [s["name"] for sp in result.manifest["splits"].values() for s in sp["shards"]]
+
+
+def test_second_build_into_the_same_folder_is_refused(seg_data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    with OutputLock(str(out / ".shardkit" / "lock")), pytest.raises(OutputError, match=r"another build is writing here \(pid \d+ on host"):
+        shardkit.build([seg_data], out, workers=1, progress=False)
+
+
+def test_missing_image_fails_naming_file_and_line_then_skip_finishes(seg_copy: Path, tmp_path: Path) -> None:
+    number, (image_path, _) = index_lines(seg_copy / "train_1.txt")[3]
+    (seg_copy / image_path).unlink()
+    out = tmp_path / "out"
+    with pytest.raises(EntryError) as info:
+        shardkit.build([seg_copy], out, workers=2, records_per_shard=4, progress=False)
+    assert str(info.value) == f"{seg_copy / 'train_1.txt'}:{number}: image: {seg_copy / image_path}: file not found"
+    assert not list(out.glob(".*incomplete*")) and not (out / "manifest.json").exists()
+    result = shardkit.build([seg_copy], out, workers=2, records_per_shard=4, on_error="skip", progress=False)
+    assert result.skipped == 1 and result.records == 31 and result.shards_reused >= 1
+    errors = [json.loads(line) for line in (out / "errors.jsonl").read_text().splitlines()]
+    assert errors == [
+        {
+            "split": "train",
+            "source": str(seg_copy / "train_1.txt"),
+            "line": number,
+            "reason": f"image: {seg_copy / image_path}: file not found",
+        }
+    ]
+    assert result.manifest["errors"] == {"skipped": 1, "file": "errors.jsonl"}
+    assert result.manifest["splits"]["train"]["skipped"] == 1
+    assert len(read_split(str(out), "train")) == 23
+
+
+def test_bad_entries_of_every_kind(seg_copy: Path, tmp_path: Path) -> None:
+    lines = index_lines(seg_copy / "val.txt")
+    (seg_copy / lines[0][1][0]).write_bytes(b"not an image at all")
+    Image.new("L", (10, 10)).save(seg_copy / lines[1][1][1])
+    with open(seg_copy / "val.txt", "a") as f:
+        f.write("only-one-column.jpg\n")
+    out = tmp_path / "out"
+    with pytest.raises(EntryError, match=r"val.txt:10: 1 columns, but line 2 has 2"):
+        shardkit.build([seg_copy / "val.txt"], out, workers=1, progress=False)
+    result = shardkit.build([seg_copy / "val.txt"], out, workers=1, progress=False, on_error="skip")
+    reasons = sorted(json.loads(line)["reason"] for line in (out / "errors.jsonl").read_text().splitlines())
+    assert reasons == [
+        "1 columns, but line 2 has 2",
+        f"image: {seg_copy / lines[0][1][0]}: not an image Pillow can read (unknown or damaged image format)",
+        "mask 'mask' is 10x10 but image 'image' is 64x48",
+    ]
+    assert result.records == 6 and result.skipped == 3
+
+
+def test_from_folder_classification(cls_data: Path, tmp_path: Path) -> None:
+    result = shardkit.build(out=tmp_path / "out", from_folder=cls_data, workers=1, progress=False)
+    assert result.manifest["classes"] == {"label": ["cat", "dog", "fox"]}
+    for split, per_class in (("train", 6), ("val", 1)):
+        records = read_split(str(tmp_path / "out"), split)
+        files = sorted((cls_data / split).glob("*/*.jpg"))
+        assert len(records) == len(files) == 3 * per_class
+        for record, path in zip(records, files, strict=True):
+            assert record["image"] == path.read_bytes()
+            assert record["label"] == ["cat", "dog", "fox"].index(path.parent.name)
+
+
+def test_every_feature_kind_from_csv(tmp_path: Path) -> None:
+    Image.fromarray(np.full((6, 5), 200, np.uint8)).save(tmp_path / "g.png")
+    Image.fromarray(np.arange(6 * 5 * 4, dtype=np.uint8).reshape(6, 5, 4)).save(tmp_path / "rgba.png")
+    (tmp_path / "blob.bin").write_bytes(b"\x00\x01raw")
+    (tmp_path / "train.csv").write_text("img,n,x,s,c,blob\ng.png,5,0.25,héllo,dog,blob.bin\nrgba.png,-7,1e3,w,cat,blob.bin\n")
+    config = parse_config(
+        {
+            "features": {
+                "img": {"kind": "image", "encoding": "png", "channels": 3},
+                "n": {"kind": "int64"},
+                "x": {"kind": "float"},
+                "s": {"kind": "string"},
+                "c": {"kind": "class_name", "classes": ["zebra", "dog", "cat"]},
+                "blob": {"kind": "bytes"},
+            }
+        }
+    )
+    shardkit.build([tmp_path / "train.csv"], tmp_path / "out", config=config, workers=1, progress=False)
+    first, second = read_split(str(tmp_path / "out"), "train")
+    assert (first["n"], first["x"], first["s"], first["c"], first["blob"]) == (5, np.float32(0.25), "héllo".encode(), 1, b"\x00\x01raw")
+    assert (second["n"], second["x"], second["c"]) == (-7, np.float32(1000.0), 2)
+    assert np.array_equal(decode(first["img"]), np.full((6, 5, 3), 200, np.uint8))
+    rgba = np.asarray(Image.open(tmp_path / "rgba.png").convert("RGB"))
+    assert np.array_equal(decode(second["img"]), rgba) and second["img/channels"] == 3
+
+
+def test_jsonl_ragged_lists(tmp_path: Path) -> None:
+    Image.new("RGB", (4, 4)).save(tmp_path / "a.jpg")
+    (tmp_path / "train.jsonl").write_text('{"image": "a.jpg", "boxes": [1, 2, 3]}\n{"image": "a.jpg", "boxes": []}\n')
+    config = parse_config({"features": {"image": {"kind": "image", "encoding": "raw"}, "boxes": {"kind": "int64"}}})
+    result = shardkit.build([tmp_path / "train.jsonl"], tmp_path / "out", config=config, workers=1, progress=False)
+    boxes = next(f for f in result.manifest["schema"] if f["key"] == "boxes")
+    assert boxes == {"key": "boxes", "dtype": "int64", "kind": "int64", "shape": None, "ragged": True, "min_length": 0, "max_length": 3}
+    first, second = read_split(str(tmp_path / "out"), "train")
+    assert list(first["boxes"]) == [1, 2, 3] and list(second["boxes"]) == [0, 0, 0]  # dense padding of the empty list
+
+
+def test_gzip_shards(seg_data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = shardkit.build([seg_data / "val.txt"], out, workers=1, compression="gzip", progress=False)
+    (shard,) = result.manifest["splits"]["val"]["shards"][:1]
+    assert shard["name"].endswith(".tfrecord.gz")
+    assert f"{file_crc32c(str(out / shard['name'])):08x}" == shard["crc32c"]
+    assert len(read_split(str(out), "val", compression="GZIP")) == 8
+
+
+def _die(*args: Any, **kwargs: Any) -> Any:
+    os._exit(3)
+
+
+def test_a_dead_worker_raises_instead_of_hanging(seg_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shardkit.executors
+
+    monkeypatch.setattr(shardkit.executors, "run_task", _die)  # inherited by forked workers
+    with pytest.raises(WorkerError, match="died without reporting an error"):
+        shardkit.build([seg_data], tmp_path / "out", executor=PoolExecutor(2, "fork"), workers=2, progress=False)
+    assert not list((tmp_path / "out").glob(".*incomplete*"))

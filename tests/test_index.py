@@ -1,0 +1,111 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from shardkit.config import parse_config
+from shardkit.entries import to_entries
+from shardkit.errors import EntryError, ShardkitError
+from shardkit.index import IndexFile, Row, discover, folder_rows, read_rows, split_of
+
+
+@pytest.mark.parametrize(
+    ("name", "split"),
+    [("train_3.txt", "train"), ("val.csv", "val"), ("test-0.jsonl", "test"), ("train.part1.tsv", "train")],
+)
+def test_split_from_file_name(name: str, split: str) -> None:
+    assert split_of(name) == split
+
+
+def test_discover_folders_ignore_and_split_override(tmp_path: Path) -> None:
+    for name in ("train_0.txt", "train_1.txt", "val.txt", "test_old.txt", "notes.md"):
+        (tmp_path / name).write_text("a.jpg 1\n")
+    found = discover([tmp_path], ignore=["test_*"])
+    assert [(f.path.name, f.split) for f in found] == [("train_0.txt", "train"), ("train_1.txt", "train"), ("val.txt", "val")]
+    assert {f.split for f in discover([tmp_path / "val.txt"], split="holdout")} == {"holdout"}
+    with pytest.raises(ShardkitError, match="no such file or folder"):
+        discover([tmp_path / "missing.txt"])
+    with pytest.raises(ShardkitError, match="unknown index format '.md'"):
+        discover([tmp_path / "notes.md"])
+    with pytest.raises(ShardkitError, match="no index files left"):
+        discover([tmp_path], ignore=["*"])
+
+
+def rows(path: Path) -> list[Row | EntryError]:
+    return list(read_rows(IndexFile(path, "train")))
+
+
+def test_txt_comments_blank_lines_and_column_count(tmp_path: Path) -> None:
+    index = tmp_path / "train.txt"
+    index.write_text("# header comment\n\na.jpg a.png\n  \nb.jpg b.png\nc.jpg\n")
+    got = rows(index)
+    assert [r.values for r in got if isinstance(r, Row)] == [("a.jpg", "a.png"), ("b.jpg", "b.png")]
+    assert [r.line for r in got if isinstance(r, Row)] == [3, 5]
+    bad = [r for r in got if isinstance(r, EntryError)]
+    assert [str(b) for b in bad] == [f"{index}:6: 1 columns, but line 3 has 2"]
+
+
+def test_csv_tsv_jsonl(tmp_path: Path) -> None:
+    (tmp_path / "a.csv").write_text("image,label\nx.jpg,cat\ny.jpg,dog,extra\n")
+    got = rows(tmp_path / "a.csv")
+    assert isinstance(got[0], Row) and got[0].get("label") == "cat" and got[0].line == 2
+    assert isinstance(got[1], EntryError) and "3 columns, but the header has 2" in str(got[1])
+    (tmp_path / "a.tsv").write_text("image\tlabel\nx y.jpg\tcat\n")
+    (tsv_row,) = rows(tmp_path / "a.tsv")
+    assert isinstance(tsv_row, Row) and tsv_row.get("image") == "x y.jpg"
+    (tmp_path / "a.jsonl").write_text('{"image": "x.jpg", "ids": [1, 2]}\n\nnot json\n[1]\n')
+    j = rows(tmp_path / "a.jsonl")
+    assert isinstance(j[0], Row) and j[0].get("ids") == [1, 2]
+    assert isinstance(j[1], EntryError) and j[1].line == 3 and "not valid JSON" in j[1].reason
+    assert isinstance(j[2], EntryError) and j[2].reason == "expected a JSON object, got list"
+
+
+def test_entries_type_and_resolve_paths(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    index = tmp_path / "sub" / "train.jsonl"
+    index.write_text(
+        '{"img": "a.jpg", "n": 3, "x": [0.5, 1], "s": "héllo", "c": "dog"}\n'
+        '{"img": "/abs/b.jpg", "n": "4", "x": 2, "s": "w", "c": "cat"}\n'
+        '{"img": "c.jpg", "n": "four", "x": 1, "s": "w", "c": "cat"}\n'
+    )
+    config = parse_config(
+        {
+            "features": {
+                "img": {"kind": "image"},
+                "n": {"kind": "int64"},
+                "x": {"kind": "float"},
+                "s": {"kind": "string"},
+                "c": {"kind": "class_name"},
+            }
+        }
+    )
+    errors: list[EntryError] = []
+    entries = list(to_entries(rows(index), config, "skip", errors))
+    assert entries[0].values == (str(tmp_path / "sub" / "a.jpg"), [3], [0.5, 1.0], "héllo".encode(), "dog")
+    assert entries[1].values[:2] == ("/abs/b.jpg", [4])
+    assert entries[0].identity == "train.jsonl:1"
+    assert [str(e) for e in errors] == [f"{index}:3: n: 'four' is not a valid int64"]
+    with pytest.raises(EntryError, match=r"train.jsonl:3: n: 'four' is not a valid int64"):
+        list(to_entries(rows(index), config, "fail", []))
+
+
+def test_named_txt_columns_need_names(tmp_path: Path) -> None:
+    index = tmp_path / "train.txt"
+    index.write_text("a.jpg 1\n")
+    config = parse_config({"features": {"image": {"kind": "image", "column": "image"}}})
+    with pytest.raises(EntryError, match="use a 0-based position or a top-level 'columns:' list"):
+        list(to_entries(rows(index), config, "fail", []))
+    named = parse_config({"columns": ["image", "label"], "features": {"image": {"kind": "image", "column": "image"}}})
+    assert len(list(to_entries(rows(index), named, "fail", []))) == 1
+
+
+def test_folder_layouts(cls_data: Path, tmp_path: Path) -> None:
+    got = list(folder_rows(cls_data))
+    assert {split for split, _ in got} == {"train", "val"}
+    split, row = got[0]
+    assert row.values[1] == "cat" and row.identity == "train/cat/cat_0000.jpg"
+    flat = tmp_path / "flat" / "cat"
+    flat.mkdir(parents=True)
+    (flat / "x.jpg").write_bytes(b"")
+    assert [(s, r.values[1]) for s, r in folder_rows(tmp_path / "flat")] == [("train", "cat")]

@@ -1,0 +1,60 @@
+"""The planner is pure: a table of inputs and expected shard layouts, no files."""
+
+from __future__ import annotations
+
+import pytest
+
+from shardkit.plan import default_entries_per_shard, record_seed, shard_bounds, shard_name
+
+
+@pytest.mark.parametrize(
+    ("n", "per_shard", "sizes"),
+    [
+        (0, 5, []),
+        (1, 5, [1]),
+        (5, 5, [5]),
+        (6, 5, [3, 3]),
+        (11, 5, [4, 4, 3]),
+        (10, 3, [3, 3, 2, 2]),
+        (7, 1, [1] * 7),
+        (1002, 100, [92] * 1 + [91] * 10),
+    ],
+)
+def test_shard_bounds_cover_everything_once_and_differ_by_at_most_one(n: int, per_shard: int, sizes: list[int]) -> None:
+    bounds = shard_bounds(n, per_shard)
+    assert [b - a for a, b in bounds] == sizes
+    assert all(b1 == a2 for (_, b1), (a2, _) in zip(bounds, bounds[1:]))
+    if bounds:
+        assert bounds[0][0] == 0 and bounds[-1][1] == n
+        assert max(sizes) - min(sizes) <= 1 and max(sizes) <= per_shard
+
+
+def test_shard_bounds_rejects_zero() -> None:
+    with pytest.raises(ValueError):
+        shard_bounds(10, 0)
+
+
+@pytest.mark.parametrize(
+    ("n", "bytes_per_entry", "workers", "expected"),
+    [
+        (10_000, 100_000, 2, 1342),  # ~128 MB shards: 134217728 // 100000
+        (100, 100_000, 8, 13),  # small split: at least one shard per worker
+        (3, 100_000, 8, 1),  # tiny split: fewer entries than workers -> one entry each
+        (0, 100_000, 2, 1342),
+        (10**7, 10, 2, 100_000),  # tiny records: capped
+    ],
+)
+def test_default_entries_per_shard(n: int, bytes_per_entry: float, workers: int, expected: int) -> None:
+    assert default_entries_per_shard(n, bytes_per_entry, workers) == expected
+
+
+def test_shard_names() -> None:
+    assert shard_name("train", 3, 12, None) == "train-00003-of-00012.tfrecord"
+    assert shard_name("val", 0, 1, "gzip") == "val-00000-of-00001.tfrecord.gz"
+
+
+def test_record_seed_depends_on_identity_copy_and_seed_only() -> None:
+    base = record_seed(0, "train_0.txt:5", 0)
+    assert base == record_seed(0, "train_0.txt:5", 0)
+    assert len({base, record_seed(1, "train_0.txt:5", 0), record_seed(0, "train_0.txt:6", 0), record_seed(0, "train_0.txt:5", 1)}) == 4
+    assert 0 <= base < 2**32
