@@ -111,12 +111,20 @@ def build(
     )
     if quiet:
         return
-    splits = ", ".join(f"{name} {s['records']} records in {len(s['shards'])} shards" for name, s in result.manifest["splits"].items())
+    splits = ", ".join(
+        f"{name} {s['records']} records in {_plural(len(s['shards']), 'shard')}" for name, s in result.manifest["splits"].items()
+    )
     reused = f", {result.shards_reused} kept from an earlier run" if result.shards_reused else ""
-    click.echo(f"built {result.shards_built} shards{reused} in {result.seconds:.1f}s ({result.records_per_second:.0f} records/s): {splits}")
+    click.echo(
+        f"built {_plural(result.shards_built, 'shard')}{reused} in {result.seconds:.1f}s ({result.records_per_second:.0f} records/s): {splits}"
+    )
     if result.skipped:
         click.echo(f"skipped {result.skipped} bad entries: see {result.out_dir}/errors.jsonl", err=True)
     click.echo(f"manifest: {result.out_dir}/manifest.json")
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 if __name__ == "__main__":  # pragma: no cover

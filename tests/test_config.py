@@ -7,6 +7,7 @@ import pytest
 from shardkit.config import load_config, parse_config
 from shardkit.errors import ConfigError
 
+FLIP = {"__class_fullname__": "HorizontalFlip", "p": 0.5}
 CONFIGS = sorted((Path(__file__).parent.parent / "configs").glob("*.yaml"))
 
 

@@ -101,8 +101,8 @@ def test_reader_checks_crcs_and_truncation(tmp_path: Path) -> None:
     data = bytearray(path.read_bytes())
     data[14] ^= 0x01  # a payload byte of record 0
     path.write_bytes(bytes(data))
-    with pytest.raises(CorruptShardError, match="data CRC mismatch.*record 0, byte offset 0"):
+    with pytest.raises(CorruptShardError, match=r"data CRC mismatch.*record 0, byte offset 0"):
         list(read_records(str(path)))
     path.write_bytes(frame(b"one") + frame(b"two")[:-2])
-    with pytest.raises(CorruptShardError, match="truncated record footer.*record 1"):
+    with pytest.raises(CorruptShardError, match=r"truncated record footer.*record 1"):
         list(read_records(str(path)))

@@ -26,7 +26,7 @@ def test_discover_folders_ignore_and_split_override(tmp_path: Path) -> None:
     assert {f.split for f in discover([tmp_path / "val.txt"], split="holdout")} == {"holdout"}
     with pytest.raises(ShardkitError, match="no such file or folder"):
         discover([tmp_path / "missing.txt"])
-    with pytest.raises(ShardkitError, match="unknown index format '.md'"):
+    with pytest.raises(ShardkitError, match=r"unknown index format '\.md'"):
         discover([tmp_path / "notes.md"])
     with pytest.raises(ShardkitError, match="no index files left"):
         discover([tmp_path], ignore=["*"])
@@ -103,7 +103,7 @@ def test_named_txt_columns_need_names(tmp_path: Path) -> None:
 def test_folder_layouts(cls_data: Path, tmp_path: Path) -> None:
     got = list(folder_rows(cls_data))
     assert {split for split, _ in got} == {"train", "val"}
-    split, row = got[0]
+    _split, row = got[0]
     assert row.values[1] == "cat" and row.identity == "train/cat/cat_0000.jpg"
     flat = tmp_path / "flat" / "cat"
     flat.mkdir(parents=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from shardkit.plan import default_entries_per_shard, record_seed, shard_bounds, shard_name
@@ -23,7 +25,7 @@ from shardkit.plan import default_entries_per_shard, record_seed, shard_bounds, 
 def test_shard_bounds_cover_everything_once_and_differ_by_at_most_one(n: int, per_shard: int, sizes: list[int]) -> None:
     bounds = shard_bounds(n, per_shard)
     assert [b - a for a, b in bounds] == sizes
-    assert all(b1 == a2 for (_, b1), (a2, _) in zip(bounds, bounds[1:]))
+    assert all(b1 == a2 for (_, b1), (a2, _) in itertools.pairwise(bounds))
     if bounds:
         assert bounds[0][0] == 0 and bounds[-1][1] == n
         assert max(sizes) - min(sizes) <= 1 and max(sizes) <= per_shard

@@ -13,7 +13,8 @@ import numpy as np
 def spec_from_manifest(out: str) -> dict[str, Any]:
     import tensorflow as tf
 
-    manifest = json.load(open(os.path.join(out, "manifest.json")))
+    with open(os.path.join(out, "manifest.json")) as f:
+        manifest = json.load(f)
     types = {"bytes": tf.string, "string": tf.string, "int64": tf.int64, "float": tf.float32}
     spec: dict[str, Any] = {}
     for feature in manifest["schema"]:

@@ -1,0 +1,98 @@
+"""The CLI is a thin layer: exit codes and the exact error lines users see."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from shardkit.cli import main
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.output
+
+
+def test_every_command_has_help() -> None:
+    code, output = run("--help")
+    assert code == 0 and "Turn image datasets into TFRecord shards" in output
+    assert isinstance(main, click.Group)
+    for name, command in main.commands.items():
+        assert command.help, f"{name} has no help text"
+        code, output = run(name, "--help")
+        assert code == 0 and "Usage: main " + name in output
+
+
+def test_build_prints_a_summary(seg_data: Path, tmp_path: Path) -> None:
+    code, output = run("build", str(seg_data), "-o", str(tmp_path / "out"), "-w", "1")
+    assert code == 0, output
+    assert "built 2 shards in" in output and "train 24 records in 1 shard, val 8 records in 1 shard" in output
+    code, output = run("build", str(seg_data), "-o", str(tmp_path / "out"), "-w", "1")
+    assert "built 0 shards, 2 kept from an earlier run" in output
+    code, output = run("build", str(seg_data), "-o", str(tmp_path / "quiet"), "-w", "1", "-q")
+    assert code == 0 and output == ""
+
+
+def test_build_errors_are_one_clear_line(seg_copy: Path, tmp_path: Path) -> None:
+    _, (image, _) = next((n, line.split()) for n, line in enumerate((seg_copy / "val.txt").read_text().splitlines(), 1) if n == 3)
+    (seg_copy / image).unlink()
+    code, output = run("build", str(seg_copy / "val.txt"), "-o", str(tmp_path / "out"), "-w", "1")
+    assert code == 1
+    assert output == f"Error: {seg_copy / 'val.txt'}:3: image: {seg_copy / image}: file not found\n"
+    code, output = run("build", str(seg_copy / "val.txt"), "-o", str(tmp_path / "out"), "-w", "1", "--on-error", "skip")
+    assert code == 0 and "skipped 1 bad entries" in output
+
+
+def test_config_error_line(seg_data: Path, tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("features:\n  image: {kind: picture}\n")
+    code, output = run("build", str(seg_data), "-o", str(tmp_path / "out"), "-c", str(config))
+    assert code == 1
+    assert output == f"Error: {config}: features.image.kind: unknown feature kind 'picture' " \
+        "(known: image, mask, int64, float, bytes, string, class_name)\n"
+    assert not (tmp_path / "out").exists()  # config mistakes fail before any work
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["build", "x.txt"], "Missing option '-o' / '--out'"),
+        (["build", "x.txt", "-o", "o", "--workers", "0"], "Invalid value for '-w' / '--workers'"),
+        (["build", "x.txt", "-o", "o", "--compression", "zstd"], "Invalid value for '--compression'"),
+    ],
+)
+def test_usage_errors_exit_2(args: list[str], message: str) -> None:
+    code, output = run(*args)
+    assert code == 2 and message in output
+
+
+def test_input_errors(tmp_path: Path) -> None:
+    code, output = run("build", str(tmp_path / "nope.txt"), "-o", str(tmp_path / "out"))
+    assert (code, output) == (1, f"Error: {tmp_path / 'nope.txt'}: no such file or folder\n")
+    code, output = run("build", "-o", str(tmp_path / "out"))
+    assert (code, output) == (1, "Error: give index files or folders, or --from-folder ROOT, but not both\n")
+
+
+def test_no_tensorflow_for_help_or_a_whole_build(seg_data: Path, tmp_path: Path) -> None:
+    """TensorFlow costs seconds and hundreds of MB per process: the CLI and build never load it."""
+    script = (
+        "import sys\n"
+        "from shardkit.cli import main\n"
+        "try:\n"
+        "    main(['build', '--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "assert 'tensorflow' not in sys.modules, 'help imported tensorflow'\n"
+        "import shardkit\n"
+        f"shardkit.build([{str(seg_data)!r}], {str(tmp_path / 'out')!r}, workers=1, progress=False)\n"
+        "assert 'tensorflow' not in sys.modules, 'build imported tensorflow'\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("ok")
