@@ -62,6 +62,7 @@ def build(
     compression: str | None = None,
     on_error: str = "fail",
     overwrite: bool = False,
+    fsync: bool = True,
     progress: bool | None = None,
     executor: Executor | None = None,
 ) -> BuildResult:
@@ -69,7 +70,8 @@ def build(
 
     Re-running the same call resumes: finished shards are kept, the rest are built. A different
     config or input raises ``OutputError`` unless ``overwrite``. ``progress=None`` shows a bar
-    only when stderr is a terminal.
+    only when stderr is a terminal. ``fsync=False`` skips flushing shards to stable storage
+    (a kill still leaves finished shards whole; a power cut may not): for scratch disks only.
     """
     started = time.perf_counter()
     workers = workers if workers is not None else default_workers()
@@ -95,7 +97,7 @@ def build(
                 for e in errors
             ]
             layout.write_json(os.path.join(layout.state_dir(out_dir), "build.json"), state)
-        settings = BuildSettings(out_dir, cfg, seed, compression, on_error, fingerprint)
+        settings = BuildSettings(out_dir, cfg, seed, compression, on_error, fingerprint, fsync)
         tasks = [
             task
             for name, split_entries in entries.items()

@@ -69,6 +69,9 @@ def main() -> None:
     help="On a bad entry: stop naming file and line, or skip it and list it in OUT/errors.jsonl.",
 )
 @click.option("--overwrite", is_flag=True, help="Replace a different build already in OUT.")
+@click.option("--fsync/--no-fsync", default=True, show_default=True,
+              help="Flush each shard to stable storage before committing it. --no-fsync is for scratch disks: "
+              "a killed build still resumes safely, but a power cut may lose recently finished shards.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar and no summary.")
 @click.option("--progress", "force_progress", is_flag=True, help="Show the progress bar even when stderr is not a terminal.")
 @_friendly_errors
@@ -85,6 +88,7 @@ def build(
     compression: str,
     on_error: str,
     overwrite: bool,
+    fsync: bool,
     quiet: bool,
     force_progress: bool,
 ) -> None:
@@ -107,6 +111,7 @@ def build(
         compression=None if compression == "none" else compression,
         on_error=on_error,
         overwrite=overwrite,
+        fsync=fsync,
         progress=False if quiet else (True if force_progress else None),
     )
     if quiet:

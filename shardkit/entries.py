@@ -7,9 +7,9 @@ so a bad line is reported with its file and line number and never reaches a work
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 from typing import Any
 
 from shardkit.config import Config, FeatureSpec
@@ -56,8 +56,7 @@ def typed_value(row: Row, spec: FeatureSpec, txt_names: tuple[str, ...] | None) 
         if not isinstance(raw, str) or not raw:
             raise EntryError(row.source, row.line, f"{spec.key}: expected a file path, got {raw!r}")
         # Relative paths resolve against the index file's folder, not the working directory.
-        base = Path(row.source) if os.path.isdir(row.source) else Path(row.source).parent
-        return os.path.abspath(base / raw)
+        return os.path.abspath(os.path.join(_base_folder(row.source), raw))
     if spec.kind in ("int64", "float"):
         return _number_list(raw, spec, row)
     if spec.kind == "string":
@@ -71,6 +70,11 @@ def typed_value(row: Row, spec: FeatureSpec, txt_names: tuple[str, ...] | None) 
     if spec.classes is not None and name not in spec.classes:
         raise EntryError(row.source, row.line, f"{spec.key}: unknown class {name!r} (the config lists {len(spec.classes)} classes)")
     return name
+
+
+@functools.lru_cache(maxsize=256)
+def _base_folder(source: str) -> str:
+    return source if os.path.isdir(source) else os.path.dirname(os.path.abspath(source))
 
 
 def to_entry(row: Row, config: Config) -> Entry:

@@ -23,7 +23,12 @@ _DTYPE_FIELD: dict[str, int] = {"bytes": _BYTES, "float": _FLOAT, "int64": _INT6
 _FIELD_DTYPE: dict[int, Dtype] = {_BYTES: "bytes", _FLOAT: "float", _INT64: "int64"}
 
 
+_SMALL_VARINTS = [bytes((i,)) for i in range(128)]
+
+
 def _varint(value: int) -> bytes:
+    if 0 <= value < 128:
+        return _SMALL_VARINTS[value]  # tags, keys and short lengths: the common case, no allocation
     value &= 0xFFFFFFFFFFFFFFFF  # negative int64 values are ten-byte two's complement varints
     out = bytearray()
     while value > 0x7F:
@@ -33,8 +38,11 @@ def _varint(value: int) -> bytes:
     return bytes(out)
 
 
+_LEN_TAGS = {field: _varint((field << 3) | 2) for field in (1, 2, 3)}
+
+
 def _len_field(field: int, payload: bytes) -> bytes:
-    return _varint((field << 3) | 2) + _varint(len(payload)) + payload
+    return b"".join((_LEN_TAGS[field], _varint(len(payload)), payload))
 
 
 def encode_feature(dtype: str, values: FeatureValue) -> bytes:

@@ -40,6 +40,14 @@ def shard_record_path(out: str, name: str) -> str:
     return os.path.join(state_dir(out), "shards", f"{name}.json")
 
 
+def flush_to_disk(fd: int) -> None:
+    """Data to stable storage; fdatasync skips the metadata-only flush where the OS has it."""
+    if hasattr(os, "fdatasync"):
+        os.fdatasync(fd)
+    else:
+        os.fsync(fd)
+
+
 def fsync_dir(path: str) -> None:
     """Make a rename in ``path`` durable (a no-op where directories cannot be opened)."""
     try:

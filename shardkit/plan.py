@@ -28,6 +28,7 @@ class BuildSettings:
     compression: str | None  # None or "gzip"
     on_error: str  # "fail" or "skip"
     fingerprint: str
+    fsync: bool = True  # flush each shard to stable storage before its rename; off only for scratch disks
 
 
 @dataclasses.dataclass(frozen=True)

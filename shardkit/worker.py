@@ -250,7 +250,8 @@ def run_task(task: ShardTask, progress: Progress | None = None, tick_every: floa
             if sink is not raw:
                 sink.close()
             raw.flush()
-            os.fsync(raw.fileno())
+            if settings.fsync:
+                layout.flush_to_disk(raw.fileno())
         if settings.compression == "gzip":
             size, crc = os.path.getsize(temp), file_crc32c(temp)
         else:

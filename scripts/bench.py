@@ -1,0 +1,255 @@
+#!/usr/bin/env python3
+"""shardkit build benchmark: images/s against a compute floor and the seed-style baseline, same data, one run.
+
+    python scripts/bench.py [--images 2000] [--workers N] [--data bench-data]
+
+(a) floor:     the same decode + augment + encode per image in bare worker processes, bytes thrown away
+(b) baseline:  the seed-style script: one process per index file via Pool(os.cpu_count()).starmap_async,
+               each writing its own TFRecord with tf.io.TFRecordWriter (and importing TensorFlow)
+(c) shardkit:  `shardkit.build` with the same augmentation
+(d) pass-through: shardkit with the raw config (no decode) against `cp` of the same files
+
+Images are ~640x480 JPEG crops of scikit-image's bundled photographs with PNG masks; index files are
+of unequal size (train_0 50 %, train_1 25 %, val 15 %, test 10 %), as real splits are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from multiprocessing import get_context
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+PIPELINE = [
+    {"__class_fullname__": "HorizontalFlip", "p": 0.5},
+    {"__class_fullname__": "RandomSizedCrop", "min_max_height": [320, 480], "size": [480, 640], "p": 0.5},
+    {"__class_fullname__": "RandomBrightnessContrast", "p": 0.8},
+]
+QUALITY = 95
+# Two ways people split index files: the classic three files, and a split cut into parts.
+PARTS = "(b')"
+LAYOUTS = {
+    "classic": (("train", 0.70), ("val", 0.15), ("test", 0.15)),
+    "parts": (("train_0", 0.50), ("train_1", 0.25), ("val", 0.15), ("test", 0.10)),
+}
+
+
+# ----------------------------------------------------------------------------- data
+def make_data(root: Path, count: int) -> Path:
+    marker = root / f".complete-{count}"
+    if marker.exists():
+        return root
+    import skimage.data as d
+
+    photos = [d.astronaut(), d.chelsea(), d.coffee(), d.rocket(), d.immunohistochemistry(), d.hubble_deep_field(), d.retina()]
+    rng = np.random.default_rng(0)
+    (root / "images").mkdir(parents=True, exist_ok=True)
+    (root / "masks").mkdir(parents=True, exist_ok=True)
+    names = []
+    for i in range(count):
+        photo = Image.fromarray(photos[i % len(photos)])
+        scale = max(640 / photo.width, 480 / photo.height) * rng.uniform(1.0, 1.6)
+        photo = photo.resize((int(photo.width * scale) + 1, int(photo.height * scale) + 1), Image.Resampling.BILINEAR)
+        x, y = int(rng.integers(0, photo.width - 640 + 1)), int(rng.integers(0, photo.height - 480 + 1))
+        crop = photo.crop((x, y, x + 640, y + 480))
+        if rng.random() < 0.5:
+            crop = crop.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+        mask = Image.fromarray((np.asarray(crop.convert("L")) // 52).astype(np.uint8))  # 5 classes by brightness
+        crop.save(root / "images" / f"{i:06d}.jpg", quality=90)
+        mask.save(root / "masks" / f"{i:06d}.png")
+        names.append(f"../images/{i:06d}.jpg ../masks/{i:06d}.png")
+    for layout, splits in LAYOUTS.items():
+        (root / layout).mkdir(exist_ok=True)
+        start = 0
+        for name, share in splits:
+            stop = count if name == splits[-1][0] else start + int(count * share)
+            (root / layout / f"{name}.txt").write_text("".join(f"{line}\n" for line in names[start:stop]))
+            start = stop
+    marker.write_text("ok")
+    return root
+
+
+def index_files(root: Path, layout: str = "classic") -> list[Path]:
+    return [root / layout / f"{name}.txt" for name, _ in LAYOUTS[layout]]
+
+
+def entries_of(index: Path) -> list[tuple[str, str]]:
+    return [tuple(line.split()) for line in index.read_text().splitlines() if line.strip()]  # type: ignore[misc]
+
+
+# ----------------------------------------------------------------------------- (a) floor
+def _floor_init() -> None:
+    import cv2
+
+    cv2.setNumThreads(1)
+
+
+def _floor_chunk(root: str, pairs: list[tuple[str, str]], seed: int) -> int:
+    """Decode, augment and encode image + mask; throw the bytes away."""
+    import io
+
+    import albumentations as A
+
+    compose = A.from_dict({"transform": {"__class_fullname__": "Compose", "transforms": PIPELINE}})
+    for i, (image_path, mask_path) in enumerate(pairs):
+        image = np.asarray(Image.open(os.path.join(root, "classic", image_path)).convert("RGB"))
+        mask = np.asarray(Image.open(os.path.join(root, "classic", mask_path)))
+        compose.set_random_seed(seed + i)
+        out = compose(image=image, mask=mask)
+        buf = io.BytesIO()
+        Image.fromarray(out["image"]).save(buf, format="JPEG", quality=QUALITY)
+        buf = io.BytesIO()
+        Image.fromarray(out["mask"]).save(buf, format="PNG", compress_level=1)
+    return len(pairs)
+
+
+def run_floor(root: Path, workers: int) -> tuple[int, float]:
+    pairs = [p for index in index_files(root) for p in entries_of(index)]
+    chunks = [pairs[i : i + 64] for i in range(0, len(pairs), 64)]
+    started = time.perf_counter()
+    with get_context("fork").Pool(workers, initializer=_floor_init) as pool:
+        done = sum(pool.starmap(_floor_chunk, [(str(root), chunk, i * 1000) for i, chunk in enumerate(chunks)], chunksize=1))
+    return done, time.perf_counter() - started
+
+
+# ----------------------------------------------------------------------------- (b) seed-style baseline
+def _seed_style_file(root: str, index: str, out: str) -> int:
+    """What the usual script does: a whole index file in one process, TensorFlow's writer, OpenCV threads left on."""
+    import io
+
+    import albumentations as A
+    import tensorflow as tf
+
+    compose = A.Compose([A.from_dict({"transform": t}) for t in PIPELINE])
+    count = 0
+    with tf.io.TFRecordWriter(out) as writer, open(index) as lines:
+        for line in lines:
+            if not line.strip():
+                continue
+            image_path, mask_path = line.split()
+            folder = os.path.dirname(index)
+            image = np.asarray(Image.open(os.path.join(folder, image_path)).convert("RGB"))
+            mask = np.asarray(Image.open(os.path.join(folder, mask_path)))
+            out_arrays = compose(image=image, mask=mask)
+            img_buf, mask_buf = io.BytesIO(), io.BytesIO()
+            Image.fromarray(out_arrays["image"]).save(img_buf, format="JPEG", quality=QUALITY)
+            Image.fromarray(out_arrays["mask"]).save(mask_buf, format="PNG", compress_level=1)
+            h, w = out_arrays["image"].shape[:2]
+            feature = {
+                "image": tf.train.Feature(bytes_list=tf.train.BytesList(value=[img_buf.getvalue()])),
+                "mask": tf.train.Feature(bytes_list=tf.train.BytesList(value=[mask_buf.getvalue()])),
+                "image/height": tf.train.Feature(int64_list=tf.train.Int64List(value=[h])),
+                "image/width": tf.train.Feature(int64_list=tf.train.Int64List(value=[w])),
+            }
+            writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+            count += 1
+    return count
+
+
+def run_baseline(root: Path, out: Path, layout: str) -> tuple[int, float]:
+    out.mkdir(parents=True, exist_ok=True)
+    args = [(str(root), str(index), str(out / f"{index.stem}.tfrecord")) for index in index_files(root, layout)]
+    started = time.perf_counter()
+    with get_context("spawn").Pool(os.cpu_count()) as pool:  # TensorFlow is not fork-safe
+        done = sum(pool.starmap_async(_seed_style_file, args).get())
+    return done, time.perf_counter() - started
+
+
+# ----------------------------------------------------------------------------- (c), (d) shardkit
+def run_shardkit(root: Path, out: Path, workers: int, augment: bool, fsync: bool = True) -> tuple[int, float]:
+    import shardkit
+    from shardkit.config import parse_config
+
+    features = {
+        "image": {"kind": "image", "column": 0, "encoding": "jpeg" if augment else "raw", "quality": QUALITY},
+        "mask": {"kind": "mask", "column": 1},
+    }
+    raw = {"features": features, "augment": {"copies": 1, "pipeline": PIPELINE}} if augment else {"features": features}
+    shutil.rmtree(out, ignore_errors=True)
+    started = time.perf_counter()
+    result = shardkit.build([root / "classic"], out, config=parse_config(raw), workers=workers, progress=False, fsync=fsync)
+    return result.records, time.perf_counter() - started
+
+
+def run_cp(root: Path, out: Path, sync: bool) -> float:
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    started = time.perf_counter()
+    subprocess.run(["cp", "-r", str(root / "images"), str(root / "masks"), str(out)], check=True)
+    if sync:
+        subprocess.run(["sync", "-f", str(out)], check=True)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--images", type=int, default=2000)
+    parser.add_argument("--workers", type=int, default=os.cpu_count())
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each contender, interleaved; the best counts")
+    parser.add_argument("--data", type=Path, default=ROOT / "bench-data")
+    parser.add_argument("--skip-baseline", action="store_true", help="skip (b), which needs TensorFlow")
+    args = parser.parse_args()
+
+    t0 = time.perf_counter()
+    root = make_data(args.data / f"images-{args.images}", args.images)
+    print(f"data: {args.images} images 640x480 + masks in {root} (made/checked in {time.perf_counter() - t0:.1f}s)")
+    print(f"machine: {os.cpu_count()} cores, workers={args.workers}, python {sys.version.split()[0]}, best of {args.repeat} runs")
+    scratch = Path(tempfile.mkdtemp(prefix="shardkit-bench-", dir=args.data))
+    contenders: dict[str, Callable[[], tuple[int, float]]] = {
+        "(a) floor: decode+augment+encode, bytes dropped": lambda: run_floor(root, args.workers),
+        "(c) shardkit build": lambda: run_shardkit(root, scratch / "shardkit", args.workers, augment=True),
+    }
+    if not args.skip_baseline:
+        contenders["(b) seed-style, classic train/val/test files"] = lambda: run_baseline(root, scratch / "b1", "classic")
+        contenders["(b') seed-style, train split in two files"] = lambda: run_baseline(root, scratch / "b2", "parts")
+    copies: dict[str, Callable[[], tuple[int, float]]] = {
+        "shardkit pass-through (raw), fsync": lambda: run_shardkit(root, scratch / "raw", args.workers, augment=False),
+        "shardkit pass-through (raw), --no-fsync": lambda: run_shardkit(root, scratch / "raw", args.workers, False, fsync=False),
+        "cp -r": lambda: (args.images, run_cp(root, scratch / "cp", sync=False)),
+        "cp -r && sync": lambda: (args.images, run_cp(root, scratch / "cp", sync=True)),
+    }
+    try:
+        for path in root.rglob("*"):  # warm the page cache: every contender reads from memory
+            if path.is_file():
+                path.read_bytes()
+        best: dict[str, tuple[int, float]] = {}
+        for _ in range(args.repeat):
+            for name, run in {**contenders, **copies}.items():
+                n, t = run()
+                if name not in best or t < best[name][1]:
+                    best[name] = (n, t)
+        print(f"\n{'contender':52} {'images':>7} {'seconds':>8} {'images/s':>9}")
+        for name in contenders:
+            n, t = best[name]
+            print(f"{name:52} {n:7d} {t:8.2f} {n / t:9.1f}")
+        rate = {name.split()[0]: n / t for name, (n, t) in best.items() if name.startswith("(")}
+        print(f"\nshardkit / floor                = {rate['(c)'] / rate['(a)']:.2f}x   (target >= 0.9x)")
+        if "(b)" in rate:
+            print(f"shardkit / seed-style (classic) = {rate['(c)'] / rate['(b)']:.2f}x   (target >= 2x)")
+            print(f"shardkit / seed-style (parts)   = {rate['(c)'] / rate[PARTS]:.2f}x")
+        print(f"\n{'pass-through vs cp':52} {'seconds':>8}")
+        for name in copies:
+            print(f"{name:52} {best[name][1]:8.2f}")
+        raw, raw_nosync = best["shardkit pass-through (raw), fsync"][1], best["shardkit pass-through (raw), --no-fsync"][1]
+        cp, cp_sync = best["cp -r"][1], best["cp -r && sync"][1]
+        print(f"\npass-through --no-fsync / cp       = {raw_nosync / cp:.2f}x   (target <= 1.5x)")
+        print(f"pass-through (fsync) / cp && sync  = {raw / cp_sync:.2f}x")
+        print(f"pass-through (fsync) / cp          = {raw / cp:.2f}x")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

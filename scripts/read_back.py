@@ -1,0 +1,43 @@
+#!/usr/bin/env python3
+"""Read a shardkit output folder back with tf.data, the feature spec taken from its manifest."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import tensorflow as tf
+
+
+def feature_spec(manifest: dict) -> dict:
+    types = {"bytes": tf.string, "string": tf.string, "int64": tf.int64, "float": tf.float32}
+    return {
+        f["key"]: tf.io.VarLenFeature(types[f["dtype"]]) if f.get("ragged") else tf.io.FixedLenFeature(f["shape"], types[f["dtype"]])
+        for f in manifest["schema"]
+    }
+
+
+def main(out: Path) -> None:
+    manifest = json.loads((out / "manifest.json").read_text())
+    spec = feature_spec(manifest)
+    compression = "GZIP" if manifest["parameters"]["compression"] == "gzip" else ""
+    for split, info in manifest["splits"].items():
+        files = [str(out / s["name"]) for s in info["shards"]]
+        ds = (
+            tf.data.TFRecordDataset(files, compression_type=compression, num_parallel_reads=tf.data.AUTOTUNE)
+            .batch(64)
+            .map(lambda b: tf.io.parse_example(b, spec), num_parallel_calls=tf.data.AUTOTUNE)
+            .prefetch(tf.data.AUTOTUNE)
+        )
+        count, shapes = 0, set()
+        for batch in ds:
+            count += int(tf.shape(batch[manifest["schema"][0]["key"]])[0])
+            if "image" in batch:
+                shapes.add(tuple(tf.io.decode_image(batch["image"][0]).shape.as_list()))
+        assert count == info["records"], (split, count, info["records"])
+        print(f"tf.data read {split}: {count} records (manifest says {info['records']}), first image shapes {sorted(shapes)[:3]}")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1] if len(sys.argv) > 1 else "demo/out"))

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# One command on a fresh machine: install shardkit with its test extras, lint, type-check, run the tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e '.[test]'
+.venv/bin/ruff check .
+.venv/bin/mypy
+.venv/bin/python -m pytest "$@"
