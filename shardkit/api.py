@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import glob
 import hashlib
 import json
 import os
@@ -18,17 +17,16 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from shardkit import __version__, layout, manifest
+from shardkit import layout, manifest, resume
 from shardkit.config import Config, infer_config, load_config
 from shardkit.entries import Entry, collect_classes, to_entries
-from shardkit.errors import EntryError, OutputError, ShardkitError
+from shardkit.errors import EntryError, ShardkitError
 from shardkit.executors import Executor, InlineExecutor, PoolExecutor, default_workers
 from shardkit.index import IndexFile, Row, discover, folder_rows, read_rows
 from shardkit.lock import OutputLock
 from shardkit.plan import BuildSettings, ShardTask, default_entries_per_shard, plan_split
 from shardkit.worker import ShardResult
 
-STATE_VERSION = 1
 ON_ERROR = ("fail", "skip")
 COMPRESSIONS = (None, "gzip")
 
@@ -88,7 +86,7 @@ def build(
 
     os.makedirs(out_dir, exist_ok=True)
     with OutputLock(os.path.join(layout.state_dir(out_dir), "lock")):
-        state = _prepare_state(out_dir, fingerprint, cfg, parameters, inputs, overwrite)
+        state = resume.prepare_state(out_dir, fingerprint, cfg, parameters, inputs, overwrite)
         if "splits" not in state:
             state["splits"] = {name: _split_plan(split_entries, records_per_shard, cfg, workers) for name, split_entries in entries.items()}
             state["skipped"] = [
@@ -96,14 +94,14 @@ def build(
                 for name, errors in parse_errors.items()
                 for e in errors
             ]
-            layout.write_json(os.path.join(layout.state_dir(out_dir), "build.json"), state)
+            layout.write_json(os.path.join(layout.state_dir(out_dir), "build.json"), state, fsync)
         settings = BuildSettings(out_dir, cfg, seed, compression, on_error, fingerprint, fsync)
         tasks = [
             task
             for name, split_entries in entries.items()
             for task in plan_split(name, split_entries, state["splits"][name]["entries_per_shard"], settings)
         ]
-        done = _finished_shards(out_dir, tasks, fingerprint)
+        done = resume.finished_shards(out_dir, tasks, fingerprint)
         pending = [t for t in tasks if t.name not in done]
         executor = executor or (InlineExecutor() if workers == 1 else PoolExecutor(workers))
         try:
@@ -112,14 +110,15 @@ def build(
             for temp in layout.temp_files(out_dir):
                 os.remove(temp)  # shards of workers stopped mid-way; we hold the lock, so they are ours
         shards = [*done.values(), *fresh]
-        doc = manifest.make_manifest(state, shards)
+        run = {"workers": workers, "on_error": on_error, "fsync": fsync, "ignore": list(ignore)}
+        doc = manifest.make_manifest(state, shards, run)
         errors = manifest.error_lines(state, shards)
         errors_path = os.path.join(out_dir, layout.ERRORS)
         if errors:
-            layout.write_atomic(errors_path, "".join(json.dumps(e) + "\n" for e in errors).encode())
+            layout.write_atomic(errors_path, "".join(json.dumps(e) + "\n" for e in errors).encode(), fsync)
         elif os.path.exists(errors_path):
             os.remove(errors_path)
-        layout.write_json(os.path.join(out_dir, layout.MANIFEST), doc)
+        layout.write_json(os.path.join(out_dir, layout.MANIFEST), doc, fsync)
     return BuildResult(
         out_dir=out_dir,
         manifest=doc,
@@ -215,51 +214,6 @@ def _fingerprint(cfg: Config, parameters: dict[str, Any], inputs: dict[str, Any]
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
-def _prepare_state(
-    out_dir: str, fingerprint: str, cfg: Config, parameters: dict[str, Any], inputs: dict[str, Any], overwrite: bool
-) -> dict[str, Any]:
-    """Load the existing build state (resume), or refuse/clear a different one, or start fresh."""
-    state_path = os.path.join(layout.state_dir(out_dir), "build.json")
-    fresh = {
-        "version": STATE_VERSION,
-        "shardkit_version": __version__,
-        "fingerprint": fingerprint,
-        "parameters": parameters,
-        "inputs": inputs,
-        "config": cfg.to_dict(),
-    }
-    old: dict[str, Any] | None = None
-    if os.path.exists(state_path):
-        try:
-            old = layout.read_json(state_path)
-        except (OSError, ValueError):
-            old = None
-    if old is not None and old.get("fingerprint") == fingerprint and old.get("version") == STATE_VERSION and "splits" in old:
-        return old
-    leftovers = _owned_files(out_dir)
-    if (old is not None or leftovers) and not overwrite:
-        what = _difference(old, fresh) if old is not None else "it holds shards or a manifest from an unknown build"
-        raise OutputError(f"{out_dir}: already holds a different build ({what}); use --overwrite to replace it, or another output folder")
-    for path in leftovers:
-        os.remove(path)
-    return fresh
-
-
-def _difference(old: dict[str, Any], new: dict[str, Any]) -> str:
-    changed = [key for key in ("config", "inputs", "parameters") if old.get(key) != new.get(key)]
-    return "different " + " and ".join(changed) if changed else "a different shardkit state version"
-
-
-def _owned_files(out_dir: str) -> list[str]:
-    """Files in OUT that a shardkit build writes (and --overwrite may delete); nothing else."""
-    patterns = ["*-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9].tfrecord*", layout.MANIFEST, layout.ERRORS]
-    found = [p for pattern in patterns for p in glob.glob(os.path.join(glob.escape(out_dir), pattern))]
-    state = layout.state_dir(out_dir)
-    found += glob.glob(os.path.join(glob.escape(state), "shards", "*.json"))
-    found += [p for p in [os.path.join(state, "build.json")] if os.path.exists(p)]
-    return sorted(set(found))
-
-
 def _split_plan(entries: Sequence[Entry], records_per_shard: int | None, cfg: Config, workers: int) -> dict[str, Any]:
     if records_per_shard is None:
         per_shard = default_entries_per_shard(len(entries), _bytes_per_entry(entries, cfg), workers)
@@ -283,22 +237,6 @@ def _bytes_per_entry(entries: Sequence[Entry], cfg: Config, sample: int = 64) ->
                 total += os.path.getsize(entry.values[i])
         sizes.append(total + 64)
     return (sum(sizes) / len(sizes)) * cfg.records_per_entry
-
-
-def _finished_shards(out_dir: str, tasks: Sequence[ShardTask], fingerprint: str) -> dict[str, ShardResult]:
-    """Shards whose record matches this build and whose file has the recorded size."""
-    records = manifest.load_shard_records(out_dir)
-    done: dict[str, ShardResult] = {}
-    for task in tasks:
-        record = records.get(task.name)
-        path = os.path.join(out_dir, task.name)
-        if record is not None and record.fingerprint == fingerprint and os.path.exists(path) and os.path.getsize(path) == record.bytes:
-            done[task.name] = record
-        else:
-            for stale in (path, layout.shard_record_path(out_dir, task.name)):
-                if os.path.exists(stale):
-                    os.remove(stale)
-    return done
 
 
 def _execute(

@@ -8,7 +8,7 @@ the pipeline itself. Every record's randomness comes from a seed derived from th
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -87,20 +87,22 @@ class Augmenter:
         return {k: np.ascontiguousarray(out[self._targets[k]]) for k in arrays}
 
 
-def pin_native_threads() -> int:
-    """Make OpenCV single-threaded in this process; returns the previous setting.
+def pin_native_threads() -> Callable[[], None]:
+    """Make OpenCV, OpenMP and BLAS single-threaded in this process; returns a function that undoes it.
 
-    Several worker processes each running OpenCV's own thread pool fight over the cores
-    (measured: about 210 -> 130 images/s on 2 cores), so every build worker pins it to one.
+    Several worker processes each running native thread pools fight over the cores (measured:
+    OpenCV's threads inside albumentations cut about 210 -> 130 images/s on 2 cores), so every
+    build worker pins them to one thread: the parallelism is the processes.
     """
     import cv2
+    from threadpoolctl import threadpool_limits
 
     previous = int(cv2.getNumThreads())
     cv2.setNumThreads(1)
-    return previous
+    limits = threadpool_limits(limits=1)
 
+    def restore() -> None:
+        cv2.setNumThreads(previous)
+        limits.restore_original_limits()
 
-def restore_native_threads(previous: int) -> None:
-    import cv2
-
-    cv2.setNumThreads(previous)
+    return restore

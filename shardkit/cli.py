@@ -69,9 +69,13 @@ def main() -> None:
     help="On a bad entry: stop naming file and line, or skip it and list it in OUT/errors.jsonl.",
 )
 @click.option("--overwrite", is_flag=True, help="Replace a different build already in OUT.")
-@click.option("--fsync/--no-fsync", default=True, show_default=True,
-              help="Flush each shard to stable storage before committing it. --no-fsync is for scratch disks: "
-              "a killed build still resumes safely, but a power cut may lose recently finished shards.")
+@click.option(
+    "--fsync/--no-fsync",
+    default=True,
+    show_default=True,
+    help="Flush each shard to stable storage before committing it. --no-fsync is for scratch disks: "
+    "a killed build still resumes safely, but a power cut may lose recently finished shards.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar and no summary.")
 @click.option("--progress", "force_progress", is_flag=True, help="Show the progress bar even when stderr is not a terminal.")
 @_friendly_errors
@@ -120,9 +124,8 @@ def build(
         f"{name} {s['records']} records in {_plural(len(s['shards']), 'shard')}" for name, s in result.manifest["splits"].items()
     )
     reused = f", {result.shards_reused} kept from an earlier run" if result.shards_reused else ""
-    click.echo(
-        f"built {_plural(result.shards_built, 'shard')}{reused} in {result.seconds:.1f}s ({result.records_per_second:.0f} records/s): {splits}"
-    )
+    rate = f"{result.records_per_second:.0f} records/s"
+    click.echo(f"built {_plural(result.shards_built, 'shard')}{reused} in {result.seconds:.1f}s ({rate}): {splits}")
     if result.skipped:
         click.echo(f"skipped {result.skipped} bad entries: see {result.out_dir}/errors.jsonl", err=True)
     click.echo(f"manifest: {result.out_dir}/manifest.json")

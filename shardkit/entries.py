@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from shardkit.config import Config, FeatureSpec
-from shardkit.errors import EntryError
+from shardkit.errors import ConfigError, EntryError
 from shardkit.index import Row
 
 
@@ -77,17 +77,33 @@ def _base_folder(source: str) -> str:
     return source if os.path.isdir(source) else os.path.dirname(os.path.abspath(source))
 
 
+def check_columns(row: Row, config: Config) -> None:
+    for spec in config.features:
+        try:
+            row.get(spec.column, config.columns)
+        except EntryError as exc:
+            raise ConfigError(f"features.{spec.key}.column", f"{exc.reason} in {row.source}", config.source) from None
+
+
 def to_entry(row: Row, config: Config) -> Entry:
     values = tuple(typed_value(row, spec, config.columns) for spec in config.features)
     return Entry(source=row.source, line=row.line, identity=row.identity, values=values)
 
 
 def to_entries(rows: Iterable[Row | EntryError], config: Config, on_error: str, errors: list[EntryError]) -> Iterator[Entry]:
-    """Convert rows; with ``on_error='skip'`` bad rows go to ``errors`` instead of raising."""
+    """Convert rows; with ``on_error='skip'`` bad rows go to ``errors`` instead of raising.
+
+    The first row of each index file also checks that every configured column exists: a wrong
+    column name is a config mistake, reported as such even with ``skip``, not one error per line.
+    """
+    checked: set[str] = set()
     for row in rows:
         try:
             if isinstance(row, EntryError):
                 raise row
+            if row.source not in checked:
+                checked.add(row.source)
+                check_columns(row, config)
             yield to_entry(row, config)
         except EntryError as exc:
             if on_error != "skip":

@@ -29,9 +29,9 @@ class InlineExecutor:
     """Runs every task in this process: the identical worker code, easy to debug (``--workers 1``)."""
 
     def run(self, tasks: Sequence[ShardTask], on_progress: OnProgress, on_shard: OnShard) -> list[ShardResult]:
-        from shardkit.augment import pin_native_threads, restore_native_threads
+        from shardkit.augment import pin_native_threads
 
-        previous = pin_native_threads()
+        restore = pin_native_threads()
         try:
             results = []
             for task in tasks:
@@ -40,19 +40,20 @@ class InlineExecutor:
                 results.append(result)
             return results
         finally:
-            restore_native_threads(previous)
+            restore()
 
 
 # Set in each pool worker by _init_worker: the queue progress ticks go to.
 _progress_queue: Any = None
 
 
-def _init_worker(progress_queue: Any) -> None:
+def _init_worker(progress_queue: Any, pin_threads: bool) -> None:
     global _progress_queue
     _progress_queue = progress_queue
-    from shardkit.augment import pin_native_threads
+    if pin_threads:  # only augmentation runs native thread pools; a pass-through build skips the imports
+        from shardkit.augment import pin_native_threads
 
-    pin_native_threads()
+        pin_native_threads()
 
 
 def _tick(n: int) -> None:
@@ -79,7 +80,8 @@ class PoolExecutor:
         if not tasks:
             return []
         progress_queue = self.context.Queue()
-        pool = self.context.Pool(min(self.workers, len(tasks)), initializer=_init_worker, initargs=(progress_queue,))
+        pin_threads = any(t.settings.config.augment is not None for t in tasks[:1])
+        pool = self.context.Pool(min(self.workers, len(tasks)), initializer=_init_worker, initargs=(progress_queue, pin_threads))
         try:
             pending = pool.starmap_async(_run_in_pool, [(t,) for t in tasks], chunksize=1)
             workers = _worker_pids(pool)

@@ -62,8 +62,8 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def write_atomic(path: str, data: bytes) -> None:
-    """Write to a temporary name beside ``path``, fsync, rename over it."""
+def write_atomic(path: str, data: bytes, durable: bool = True) -> None:
+    """Write to a temporary name beside ``path``, fsync (when ``durable``), rename over it."""
     folder = os.path.dirname(path) or "."
     os.makedirs(folder, exist_ok=True)
     temp = os.path.join(folder, f".{os.path.basename(path)}{_INCOMPLETE}{uuid.uuid4().hex[:8]}")
@@ -71,17 +71,19 @@ def write_atomic(path: str, data: bytes) -> None:
         with open(temp, "wb") as f:
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                flush_to_disk(f.fileno())
         os.replace(temp, path)
     except BaseException:
         if os.path.exists(temp):
             os.remove(temp)
         raise
-    fsync_dir(folder)
+    if durable:
+        fsync_dir(folder)
 
 
-def write_json(path: str, obj: Any) -> None:
-    write_atomic(path, (json.dumps(obj, indent=2, sort_keys=False) + "\n").encode())
+def write_json(path: str, obj: Any, durable: bool = True) -> None:
+    write_atomic(path, (json.dumps(obj, indent=2, sort_keys=False) + "\n").encode(), durable)
 
 
 def read_json(path: str) -> Any:
@@ -89,6 +91,8 @@ def read_json(path: str) -> Any:
         return json.load(f)
 
 
-def write_shard_record(out: str, record: dict[str, Any]) -> None:
-    write_json(shard_record_path(out, record["name"]), record)
-    fsync_dir(out)
+def write_shard_record(out: str, record: dict[str, Any], durable: bool = True) -> None:
+    """The shard's commit point: written after the shard itself is renamed into place."""
+    write_json(shard_record_path(out, record["name"]), record, durable)
+    if durable:
+        fsync_dir(out)  # the shard's rename, before anyone trusts its record

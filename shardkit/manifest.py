@@ -61,7 +61,8 @@ def schema(config: Mapping[str, Any], shards: Iterable[ShardResult]) -> list[dic
     return out
 
 
-def make_manifest(state: Mapping[str, Any], shards: Iterable[ShardResult]) -> dict[str, Any]:
+def make_manifest(state: Mapping[str, Any], shards: Iterable[ShardResult], run: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The manifest document; ``run`` holds settings of the last run that do not change records."""
     shards = sorted(shards, key=lambda s: (s.split, s.index))
     splits: dict[str, Any] = {}
     for split, plan in state["splits"].items():
@@ -72,6 +73,7 @@ def make_manifest(state: Mapping[str, Any], shards: Iterable[ShardResult]) -> di
             "entries": sum(s.entries for s in mine),
             "skipped": sum(len(s.skipped) for s in mine) + sum(1 for e in state["skipped"] if e["split"] == split),
             "num_shards": plan["num_shards"],
+            "entries_per_shard": plan["entries_per_shard"],
             "shards": [
                 {
                     "name": s.name,
@@ -93,6 +95,8 @@ def make_manifest(state: Mapping[str, Any], shards: Iterable[ShardResult]) -> di
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "fingerprint": state["fingerprint"],
         "parameters": state["parameters"],
+        "inputs": state["inputs"],
+        "run": dict(run or {}),
         "config": config,
         "schema": schema(config, shards),
         "classes": {k: v["classes"] for k, v in config["features"].items() if v["kind"] == "class_name"},

@@ -278,7 +278,7 @@ def run_task(task: ShardTask, progress: Progress | None = None, tick_every: floa
         fingerprint=settings.fingerprint,
         seconds=round(time.perf_counter() - started, 3),
     )
-    layout.write_shard_record(settings.out_dir, result.to_dict())
+    layout.write_shard_record(settings.out_dir, result.to_dict(), settings.fsync)
     return result
 
 

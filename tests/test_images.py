@@ -44,7 +44,10 @@ def test_probe_matches_pillow(mode: str, fmt: str, kwargs: dict) -> None:
     assert images.probe(data) == expected
 
 
-@pytest.mark.parametrize("data", [b"", b"\xff\xd8", b"\x89PNG\r\n\x1a\n" + b"\x00" * 30, b"GIF89a garbage", b"\xff\xd8\xff\xe0\x00\x10JFIF"])
+BROKEN = [b"", b"\xff\xd8", b"\x89PNG\r\n\x1a\n" + b"\x00" * 30, b"GIF89a garbage", b"\xff\xd8\xff\xe0\x00\x10JFIF"]
+
+
+@pytest.mark.parametrize("data", BROKEN)
 def test_probe_rejects_broken_headers(data: bytes) -> None:
     with pytest.raises(images.ImageProblem, match="not an image Pillow can read"):
         images.probe(data)

@@ -6,7 +6,7 @@ import pytest
 
 from shardkit.config import parse_config
 from shardkit.entries import to_entries
-from shardkit.errors import EntryError, ShardkitError
+from shardkit.errors import ConfigError, EntryError, ShardkitError
 from shardkit.index import IndexFile, Row, discover, folder_rows, read_rows, split_of
 
 
@@ -94,10 +94,22 @@ def test_named_txt_columns_need_names(tmp_path: Path) -> None:
     index = tmp_path / "train.txt"
     index.write_text("a.jpg 1\n")
     config = parse_config({"features": {"image": {"kind": "image", "column": "image"}}})
-    with pytest.raises(EntryError, match="use a 0-based position or a top-level 'columns:' list"):
-        list(to_entries(rows(index), config, "fail", []))
+    with pytest.raises(ConfigError, match=r"features\.image\.column: column 'image' is named, .* 'columns:' list in the config in "):
+        list(to_entries(rows(index), config, "skip", []))
     named = parse_config({"columns": ["image", "label"], "features": {"image": {"kind": "image", "column": "image"}}})
     assert len(list(to_entries(rows(index), named, "fail", []))) == 1
+
+
+def test_unknown_column_is_a_config_error_even_with_skip(tmp_path: Path) -> None:
+    (tmp_path / "train.csv").write_text("image,label\na.jpg,cat\n")
+    config = parse_config({"features": {"image": {"kind": "image"}, "lbl": {"kind": "class_name", "column": "lable"}}}, "c.yaml")
+    with pytest.raises(ConfigError) as info:
+        list(to_entries(rows(tmp_path / "train.csv"), config, "skip", []))
+    assert str(info.value) == f"c.yaml: features.lbl.column: no column 'lable' (columns: image, label) in {tmp_path / 'train.csv'}"
+    (tmp_path / "train.txt").write_text("a.jpg\n")
+    positional = parse_config({"features": {"image": {"kind": "image", "column": 0}, "label": {"kind": "int64", "column": 1}}})
+    with pytest.raises(ConfigError, match=r"features\.label\.column: no column 1: the line has 1 columns"):
+        list(to_entries(rows(tmp_path / "train.txt"), positional, "skip", []))
 
 
 def test_folder_layouts(cls_data: Path, tmp_path: Path) -> None:

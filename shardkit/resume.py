@@ -1,0 +1,82 @@
+"""Resuming a build: what an output folder already holds, and whether it belongs to this build.
+
+A build is identified by its fingerprint (config + record-affecting parameters + index file
+contents). The state in ``.shardkit/build.json`` and one record per finished shard are what a
+rerun trusts; anything else a build wrote is rebuilt or removed.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from shardkit import __version__, layout, manifest
+from shardkit.config import Config
+from shardkit.errors import OutputError
+from shardkit.plan import ShardTask
+from shardkit.worker import ShardResult
+
+STATE_VERSION = 1
+
+
+def prepare_state(
+    out_dir: str, fingerprint: str, cfg: Config, parameters: dict[str, Any], inputs: dict[str, Any], overwrite: bool
+) -> dict[str, Any]:
+    """Load the existing build state (resume), or refuse/clear a different one, or start fresh."""
+    state_path = os.path.join(layout.state_dir(out_dir), "build.json")
+    fresh = {
+        "version": STATE_VERSION,
+        "shardkit_version": __version__,
+        "fingerprint": fingerprint,
+        "parameters": parameters,
+        "inputs": inputs,
+        "config": cfg.to_dict(),
+    }
+    old: dict[str, Any] | None = None
+    if os.path.exists(state_path):
+        try:
+            old = layout.read_json(state_path)
+        except (OSError, ValueError):
+            old = None
+    if old is not None and old.get("fingerprint") == fingerprint and old.get("version") == STATE_VERSION and "splits" in old:
+        return old
+    leftovers = owned_files(out_dir)
+    if (old is not None or leftovers) and not overwrite:
+        what = difference(old, fresh) if old is not None else "it holds shards or a manifest from an unknown build"
+        raise OutputError(f"{out_dir}: already holds a different build ({what}); use --overwrite to replace it, or another output folder")
+    for path in leftovers:
+        os.remove(path)
+    return fresh
+
+
+def difference(old: dict[str, Any], new: dict[str, Any]) -> str:
+    changed = [key for key in ("config", "inputs", "parameters") if old.get(key) != new.get(key)]
+    return "different " + " and ".join(changed) if changed else "a different shardkit state version"
+
+
+def owned_files(out_dir: str) -> list[str]:
+    """Files in OUT that a shardkit build writes (and --overwrite may delete); nothing else."""
+    patterns = ["*-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9].tfrecord*", layout.MANIFEST, layout.ERRORS]
+    found = [p for pattern in patterns for p in glob.glob(os.path.join(glob.escape(out_dir), pattern))]
+    state = layout.state_dir(out_dir)
+    found += glob.glob(os.path.join(glob.escape(state), "shards", "*.json"))
+    found += [p for p in [os.path.join(state, "build.json")] if os.path.exists(p)]
+    return sorted(set(found))
+
+
+def finished_shards(out_dir: str, tasks: Sequence[ShardTask], fingerprint: str) -> dict[str, ShardResult]:
+    """Shards whose record matches this build and whose file has the recorded size."""
+    records = manifest.load_shard_records(out_dir)
+    done: dict[str, ShardResult] = {}
+    for task in tasks:
+        record = records.get(task.name)
+        path = os.path.join(out_dir, task.name)
+        if record is not None and record.fingerprint == fingerprint and os.path.exists(path) and os.path.getsize(path) == record.bytes:
+            done[task.name] = record
+        else:
+            for stale in (path, layout.shard_record_path(out_dir, task.name)):
+                if os.path.exists(stale):
+                    os.remove(stale)
+    return done
