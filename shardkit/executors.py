@@ -29,9 +29,7 @@ class InlineExecutor:
     """Runs every task in this process: the identical worker code, easy to debug (``--workers 1``)."""
 
     def run(self, tasks: Sequence[ShardTask], on_progress: OnProgress, on_shard: OnShard) -> list[ShardResult]:
-        from shardkit.augment import pin_native_threads
-
-        restore = pin_native_threads()
+        restore = _pin_threads() if _augments(tasks) else None
         try:
             results = []
             for task in tasks:
@@ -40,7 +38,19 @@ class InlineExecutor:
                 results.append(result)
             return results
         finally:
-            restore()
+            if restore is not None:
+                restore()
+
+
+def _augments(tasks: Sequence[ShardTask]) -> bool:
+    """Only augmentation runs native thread pools; a pass-through build skips importing them."""
+    return bool(tasks) and tasks[0].settings.config.augment is not None
+
+
+def _pin_threads() -> Callable[[], None]:
+    from shardkit.augment import pin_native_threads
+
+    return pin_native_threads()
 
 
 # Set in each pool worker by _init_worker: the queue progress ticks go to.
@@ -50,10 +60,8 @@ _progress_queue: Any = None
 def _init_worker(progress_queue: Any, pin_threads: bool) -> None:
     global _progress_queue
     _progress_queue = progress_queue
-    if pin_threads:  # only augmentation runs native thread pools; a pass-through build skips the imports
-        from shardkit.augment import pin_native_threads
-
-        pin_native_threads()
+    if pin_threads:
+        _pin_threads()
 
 
 def _tick(n: int) -> None:
@@ -80,8 +88,7 @@ class PoolExecutor:
         if not tasks:
             return []
         progress_queue = self.context.Queue()
-        pin_threads = any(t.settings.config.augment is not None for t in tasks[:1])
-        pool = self.context.Pool(min(self.workers, len(tasks)), initializer=_init_worker, initargs=(progress_queue, pin_threads))
+        pool = self.context.Pool(min(self.workers, len(tasks)), initializer=_init_worker, initargs=(progress_queue, _augments(tasks)))
         try:
             pending = pool.starmap_async(_run_in_pool, [(t,) for t in tasks], chunksize=1)
             workers = _worker_pids(pool)
