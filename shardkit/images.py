@@ -115,11 +115,17 @@ def can_pass_through(info: ImageInfo, encoding: str, target_mode: str) -> bool:
     return info.format == _FORMAT[encoding] and info.mode == target_mode
 
 
-def decode(data: bytes, mode: str) -> np.ndarray:
-    """Decode fully to an HxW (one channel) or HxWxC array in ``mode``."""
+def decode(data: bytes, mode: str, class_values: bool = False) -> np.ndarray:
+    """Decode fully to an HxW (one channel) or HxWxC array in ``mode``.
+
+    ``class_values`` (masks) keeps a palette image's indices and a 1-bit image's 0/1 as they are,
+    where a colour conversion would turn them into grey levels.
+    """
     try:
         with Image.open(io.BytesIO(data)) as im:
             im.load()
+            if class_values and mode == "L" and im.mode in ("P", "1"):
+                return np.asarray(im).astype(np.uint8)
             if im.mode == "P" and mode in ("RGB", "RGBA") and "transparency" in im.info:
                 im = im.convert("RGBA")
             converted = im if im.mode == mode else im.convert(mode)
@@ -130,10 +136,8 @@ def decode(data: bytes, mode: str) -> np.ndarray:
 
 def encode(array: np.ndarray, encoding: str, quality: int) -> bytes:
     buf = io.BytesIO()
-    if array.dtype == np.uint16:
-        image = Image.fromarray(array, mode="I;16") if array.ndim == 2 else Image.fromarray(array)
-    else:
-        image = Image.fromarray(array.astype(np.uint8, copy=False))
+    sixteen_bit = array.dtype == np.uint16 and array.ndim == 2  # 16-bit masks stay 16-bit (mode I;16)
+    image = Image.fromarray(array if sixteen_bit else array.astype(np.uint8, copy=False))
     if encoding == "jpeg":
         image.save(buf, format="JPEG", quality=quality)
     else:

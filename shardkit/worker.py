@@ -109,7 +109,7 @@ class _Loaded:
     def array(self, spec: FeatureSpec) -> Any:
         if spec.key not in self._arrays:
             with _naming(spec.key, self.paths[spec.key]):
-                self._arrays[spec.key] = images.decode(self.files[spec.key], self.modes[spec.key])
+                self._arrays[spec.key] = images.decode(self.files[spec.key], self.modes[spec.key], spec.kind == "mask")
         return self._arrays[spec.key]
 
 

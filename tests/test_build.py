@@ -266,3 +266,31 @@ def test_a_dead_worker_raises_instead_of_hanging(seg_data: Path, tmp_path: Path,
     with pytest.raises(WorkerError, match="died without reporting an error"):
         shardkit.build([seg_data], tmp_path / "out", executor=PoolExecutor(2, "fork"), workers=2, progress=False)
     assert not list((tmp_path / "out").glob(".*incomplete*"))
+
+
+@pytest.mark.parametrize("mask_kind", ["palette", "uint16"])
+def test_masks_keep_their_class_values(tmp_path: Path, mask_kind: str) -> None:
+    import tensorflow as tf
+
+    rng = np.random.default_rng(1)
+    Image.fromarray(rng.integers(0, 255, size=(12, 10, 3), dtype=np.uint8)).save(tmp_path / "a.jpg")
+    if mask_kind == "palette":
+        values = rng.integers(0, 20, size=(12, 10), dtype=np.uint8)
+        mask = Image.fromarray(values, "L").convert("P")
+        mask.putpalette([c for i in range(256) for c in (i * 7 % 256, i * 13 % 256, i * 29 % 256)])
+    else:
+        values = rng.integers(0, 60000, size=(12, 10), dtype=np.uint16)
+        mask = Image.fromarray(values)
+    mask.save(tmp_path / "a.png")
+    (tmp_path / "train.txt").write_text("a.jpg a.png\n")
+    config = parse_config(
+        {
+            "features": {"image": {"kind": "image", "column": 0}, "mask": {"kind": "mask", "column": 1}},
+            "augment": {"copies": 1, "keep_original": True, "pipeline": [{"__class_fullname__": "HorizontalFlip", "p": 1.0}]},
+        }
+    )
+    shardkit.build([tmp_path / "train.txt"], tmp_path / "out", config=config, workers=1, progress=False)
+    original, flipped = read_split(str(tmp_path / "out"), "train")
+    dtype = tf.uint16 if mask_kind == "uint16" else tf.uint8
+    assert np.array_equal(tf.io.decode_png(original["mask"], dtype=dtype).numpy()[..., 0], values)
+    assert np.array_equal(tf.io.decode_png(flipped["mask"], dtype=dtype).numpy()[..., 0], values[:, ::-1])

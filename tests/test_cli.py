@@ -53,8 +53,10 @@ def test_config_error_line(seg_data: Path, tmp_path: Path) -> None:
     config.write_text("features:\n  image: {kind: picture}\n")
     code, output = run("build", str(seg_data), "-o", str(tmp_path / "out"), "-c", str(config))
     assert code == 1
-    assert output == f"Error: {config}: features.image.kind: unknown feature kind 'picture' " \
+    assert (
+        output == f"Error: {config}: features.image.kind: unknown feature kind 'picture' "
         "(known: image, mask, int64, float, bytes, string, class_name)\n"
+    )
     assert not (tmp_path / "out").exists()  # config mistakes fail before any work
 
 

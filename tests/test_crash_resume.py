@@ -78,6 +78,10 @@ def test_kill_9_then_resume_gives_identical_records(data: Path, reference: Path,
     assert result.shards_built + result.shards_reused == 25
     for split in ("train", "val"):
         assert raw_records(str(out), split) == raw_records(str(reference), split)
-    assert result.manifest["splits"] == shardkit.build([data], reference, config=str(data / "config.yaml"),
-                                                       records_per_shard=8, workers=2, seed=11, progress=False).manifest["splits"]
+    assert (
+        result.manifest["splits"]
+        == shardkit.build(
+            [data], reference, config=str(data / "config.yaml"), records_per_shard=8, workers=2, seed=11, progress=False
+        ).manifest["splits"]
+    )
     assert not list(out.glob(".*incomplete*"))
