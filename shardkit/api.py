@@ -37,13 +37,15 @@ class BuildResult:
     manifest: dict[str, Any]
     shards_built: int
     shards_reused: int
-    records: int
+    records: int  # in the whole output
+    records_built: int  # by this run
     skipped: int
     seconds: float
 
     @property
     def records_per_second(self) -> float:
-        return self.records / self.seconds if self.seconds else 0.0
+        """Records this run wrote per second of its wall time."""
+        return self.records_built / self.seconds if self.seconds else 0.0
 
 
 def build(
@@ -125,6 +127,7 @@ def build(
         shards_built=len(fresh),
         shards_reused=len(done),
         records=doc["totals"]["records"],
+        records_built=sum(r.records for r in fresh),
         skipped=doc["errors"]["skipped"],
         seconds=time.perf_counter() - started,
     )

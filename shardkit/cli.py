@@ -124,8 +124,8 @@ def build(
         f"{name} {s['records']} records in {_plural(len(s['shards']), 'shard')}" for name, s in result.manifest["splits"].items()
     )
     reused = f", {result.shards_reused} kept from an earlier run" if result.shards_reused else ""
-    rate = f"{result.records_per_second:.0f} records/s"
-    click.echo(f"built {_plural(result.shards_built, 'shard')}{reused} in {result.seconds:.1f}s ({rate}): {splits}")
+    rate = f" ({result.records_per_second:.0f} records/s)" if result.records_built else ""
+    click.echo(f"built {_plural(result.shards_built, 'shard')}{reused} in {result.seconds:.1f}s{rate}: {splits}")
     if result.skipped:
         click.echo(f"skipped {result.skipped} bad entries: see {result.out_dir}/errors.jsonl", err=True)
     click.echo(f"manifest: {result.out_dir}/manifest.json")
