@@ -13,7 +13,7 @@ import struct
 from collections.abc import Iterator
 from typing import BinaryIO
 
-import google_crc32c
+import crc32c
 
 from shardkit.errors import CorruptShardError
 
@@ -26,7 +26,7 @@ FOOTER_SIZE = 4
 
 def masked_crc(data: bytes | memoryview) -> int:
     """TensorFlow's masked CRC32C: rotate right by 15 bits and add a constant."""
-    crc = int(google_crc32c.value(data))
+    crc = crc32c.crc32c(data)
     return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
 
@@ -52,7 +52,7 @@ class RecordWriter:
     def write(self, data: bytes) -> None:
         chunk = frame(data)
         self._file.write(chunk)
-        self.crc32c = google_crc32c.extend(self.crc32c, chunk)
+        self.crc32c = crc32c.crc32c(chunk, value=self.crc32c)
         self.bytes_written += len(chunk)
         self.records += 1
 
@@ -100,9 +100,11 @@ def read_records(path: str) -> Iterator[bytes]:
 
 
 def file_crc32c(path: str, chunk_size: int = 1 << 22) -> int:
-    """CRC32C of a whole file, read in large chunks (google-crc32c takes bytes, not memoryviews)."""
+    """CRC32C of a whole file, read in large chunks into one reused buffer."""
     crc = 0
+    buf = bytearray(chunk_size)
+    view = memoryview(buf)
     with open(path, "rb", buffering=0) as f:
-        while chunk := f.read(chunk_size):
-            crc = int(google_crc32c.extend(crc, chunk))
+        while n := f.readinto(buf):
+            crc = crc32c.crc32c(view[:n], value=crc)
     return crc

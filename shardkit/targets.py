@@ -1,0 +1,78 @@
+"""What the user pointed at: shardkit output folders (with a manifest) and plain TFRecord files.
+
+Files, folders and globs are accepted; a folder with ``manifest.json`` is a shardkit output, any
+other folder contributes the TFRecord files in it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import json
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from shardkit import layout
+from shardkit.errors import ShardkitError
+
+TFRECORD_MARKERS = (".tfrecord", ".tfrec", ".tfrecords")
+
+
+@dataclasses.dataclass(frozen=True)
+class Output:
+    """A shardkit output folder and its manifest."""
+
+    path: str
+    manifest: dict[str, Any]
+
+    def shards(self) -> list[tuple[str, dict[str, Any]]]:
+        """(split, shard entry) for every shard the manifest lists."""
+        return [(split, shard) for split, info in self.manifest["splits"].items() for shard in info["shards"]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Targets:
+    outputs: list[Output]
+    files: list[str]
+
+
+def is_tfrecord_name(name: str) -> bool:
+    return any(marker in name for marker in TFRECORD_MARKERS)
+
+
+def load_output(folder: str) -> Output:
+    path = os.path.join(folder, layout.MANIFEST)
+    try:
+        with open(path, encoding="utf-8") as f:
+            manifest = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise ShardkitError(f"{path}: cannot read the manifest: {exc}") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != "shardkit.manifest" or "splits" not in manifest:
+        raise ShardkitError(f"{path}: not a shardkit manifest")
+    return Output(folder, manifest)
+
+
+def expand(paths: Sequence[str]) -> Targets:
+    outputs: list[Output] = []
+    files: list[str] = []
+    for given in paths:
+        matches = sorted(glob.glob(given)) if glob.has_magic(given) else [given]
+        if not matches:
+            raise ShardkitError(f"{given}: no file matches this pattern")
+        for path in matches:
+            if os.path.isdir(path):
+                if os.path.exists(os.path.join(path, layout.MANIFEST)):
+                    outputs.append(load_output(path))
+                    continue
+                found = sorted(
+                    os.path.join(path, n) for n in os.listdir(path) if is_tfrecord_name(n) and os.path.isfile(os.path.join(path, n))
+                )
+                if not found:
+                    raise ShardkitError(f"{path}: no TFRecord files in this folder (names containing {', '.join(TFRECORD_MARKERS)})")
+                files.extend(found)
+            elif os.path.exists(path):
+                files.append(path)
+            else:
+                raise ShardkitError(f"{path}: no such file or folder")
+    return Targets(outputs, files)

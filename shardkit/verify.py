@@ -1,0 +1,208 @@
+"""``shardkit verify``: prove that TFRecord files (and a shardkit folder) are whole.
+
+Every record's length and data CRC, truncation, and for a shardkit folder each shard's count,
+size and checksum against the manifest, missing shards, unlisted shards and leftover temp files.
+``deep`` also parses every record as ``tf.train.Example`` against the schema and decodes every
+image. Files are checked in parallel, one process per file at a time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import multiprocessing as mp
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from shardkit import layout, scan
+from shardkit.example import DecodeError, decode_example
+from shardkit.targets import Output, expand, is_tfrecord_name
+
+
+@dataclasses.dataclass(frozen=True)
+class FileReport:
+    path: str
+    records: int
+    bytes: int
+    compression: str
+    problem: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.problem is None
+
+
+@dataclasses.dataclass(frozen=True)
+class VerifyReport:
+    files: list[FileReport]
+    problems: list[str]  # about a folder as a whole: missing, unlisted or temporary files
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and all(f.ok for f in self.files)
+
+    @property
+    def bytes(self) -> int:
+        return sum(f.bytes for f in self.files)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "files": [dataclasses.asdict(f) | {"ok": f.ok} for f in self.files],
+            "problems": self.problems,
+            "records": sum(f.records for f in self.files),
+            "bytes": self.bytes,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class _Job:
+    path: str
+    compression: str
+    deep: bool
+    expected: dict[str, Any] | None = None  # the manifest's shard entry
+    schema: list[dict[str, Any]] | None = None
+
+
+def verify(paths: Sequence[str], *, deep: bool = False, workers: int = 1, compression: str = "auto") -> VerifyReport:
+    """Check every file under ``paths``; never raises for bad data (only for paths that do not exist)."""
+    started = time.perf_counter()
+    targets = expand(paths)
+    jobs: list[_Job] = []
+    problems: list[str] = []
+    for output in targets.outputs:
+        jobs.extend(_output_jobs(output, deep, compression, problems))
+    jobs.extend(_Job(path, compression, deep) for path in targets.files)
+    if workers > 1 and len(jobs) > 1:
+        with mp.get_context().Pool(min(workers, len(jobs))) as pool:
+            reports = pool.map(_check, jobs, chunksize=1)
+    else:
+        reports = [_check(job) for job in jobs]
+    return VerifyReport(reports, problems, time.perf_counter() - started)
+
+
+def _output_jobs(output: Output, deep: bool, compression: str, problems: list[str]) -> list[_Job]:
+    listed = set()
+    jobs = []
+    schema = output.manifest.get("schema")
+    for _, shard in output.shards():
+        path = os.path.join(output.path, shard["name"])
+        listed.add(shard["name"])
+        if not os.path.exists(path):
+            problems.append(f"{path}: listed in the manifest but missing")
+            continue
+        jobs.append(_Job(path, compression, deep, shard, schema))
+    for name in sorted(os.listdir(output.path)):
+        if is_tfrecord_name(name) and name not in listed and not name.startswith("."):
+            problems.append(f"{os.path.join(output.path, name)}: a TFRecord file the manifest does not list")
+    for temp in layout.temp_files(output.path):
+        problems.append(f"{temp}: temporary file of an interrupted build (rerun the build to resume and clean up)")
+    return jobs
+
+
+def _check(job: _Job) -> FileReport:
+    checker = _DeepChecker(job.schema) if job.deep else None
+    result = scan.scan(job.path, job.compression, checker)
+    if checker is not None and checker.problem and (result.ok or checker.record < result.records):
+        return FileReport(job.path, result.records, result.file_bytes, result.compression, checker.problem)
+    if not result.ok:
+        return FileReport(job.path, result.records, result.file_bytes, result.compression, result.describe_error())
+    report = FileReport(job.path, result.records, result.file_bytes, result.compression)
+    problem = _name_problem(job.path, result.compression, job.compression) or _manifest_problem(job.expected, result)
+    return dataclasses.replace(report, problem=problem) if problem else report
+
+
+def _name_problem(path: str, found: str, asked: str) -> str | None:
+    if asked != "auto":
+        return None
+    named_gz = path.endswith((".gz", ".gzip"))
+    if found == "gzip" and not named_gz:
+        return "GZIP-compressed, but the name does not end in .gz: TensorFlow reads it only with compression_type='GZIP'"
+    if found == "none" and named_gz:
+        return "named .gz but not compressed: TensorFlow's compression_type='GZIP' would fail on it"
+    return None
+
+
+def _manifest_problem(expected: dict[str, Any] | None, result: scan.ScanResult) -> str | None:
+    if expected is None:
+        return None
+    if result.records != expected["records"]:
+        return f"the manifest says {expected['records']} records, the file has {result.records}"
+    if result.file_bytes != expected["bytes"]:
+        return f"the manifest says {expected['bytes']} bytes, the file has {result.file_bytes}"
+    if result.crc32c != expected["crc32c"]:
+        return f"checksum mismatch: the manifest says crc32c {expected['crc32c']}, the file has {result.crc32c}"
+    return None
+
+
+class _DeepChecker:
+    """Parses each record as an Example, checks it against the schema, decodes its images."""
+
+    def __init__(self, schema: list[dict[str, Any]] | None) -> None:
+        self.schema = {f["key"]: f for f in schema} if schema else None
+        self.record = -1
+        self.problem: str | None = None
+
+    def __call__(self, index: int, offset: int, payload: memoryview) -> None:
+        if self.problem is None:
+            try:
+                self._check(bytes(payload))
+            except _Bad as exc:
+                self.record = index
+                self.problem = f"record {index} at byte {offset}: {exc}"
+
+    def _check(self, data: bytes) -> None:
+        try:
+            features = decode_example(data)
+        except DecodeError as exc:
+            raise _Bad(f"not a tf.train.Example ({exc})") from None
+        if self.schema is None:
+            for key, (dtype, values) in features.items():
+                if dtype == "bytes" and values and _looks_like_image(values[0]):  # type: ignore[arg-type]
+                    _decode_image(key, values[0])  # type: ignore[arg-type]
+            return
+        for key, spec in self.schema.items():
+            if key not in features:
+                raise _Bad(f"feature {key!r} is missing")
+            dtype, values = features[key]
+            wire = "bytes" if spec["dtype"] == "string" else spec["dtype"]
+            if dtype != wire and values:
+                raise _Bad(f"feature {key!r} is {dtype}, the schema says {spec['dtype']}")
+            shape = spec.get("shape")
+            if shape is not None and len(values) != (shape[0] if shape else 1):
+                raise _Bad(f"feature {key!r} has {len(values)} values, the schema says shape {shape}")
+        sizes = {}
+        for key, spec in self.schema.items():
+            if spec.get("kind") in ("image", "mask"):
+                size = _decode_image(key, features[key][1][0])  # type: ignore[arg-type]
+                declared = tuple(int(features[f"{key}/{d}"][1][0]) for d in ("width", "height") if features.get(f"{key}/{d}", ("", []))[1])
+                if len(declared) == 2 and size != declared:
+                    raise _Bad(f"image {key!r} decodes to {size[0]}x{size[1]} but its features say {declared[0]}x{declared[1]}")
+                sizes[key] = (spec["kind"], size)
+        image_sizes = {size for kind, size in sizes.values() if kind == "image"}
+        for key, (kind, size) in sizes.items():
+            if kind == "mask" and image_sizes and size not in image_sizes:
+                raise _Bad(f"mask {key!r} is {size[0]}x{size[1]}, its image is not")
+
+
+class _Bad(Exception):
+    pass
+
+
+def _looks_like_image(data: bytes) -> bool:
+    return data[:3] == b"\xff\xd8\xff" or data[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _decode_image(key: str, data: bytes) -> tuple[int, int]:
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            im.load()
+            return im.width, im.height
+    except Exception as exc:  # Pillow raises many types for damaged data
+        raise _Bad(f"image {key!r} does not decode ({type(exc).__name__}: {exc})") from None
