@@ -7,6 +7,8 @@ TensorFlow, so ``shardkit --help`` is instant.
 from __future__ import annotations
 
 import functools
+import json
+import os
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -129,6 +131,81 @@ def build(
     if result.skipped:
         click.echo(f"skipped {result.skipped} bad entries: see {result.out_dir}/errors.jsonl", err=True)
     click.echo(f"manifest: {result.out_dir}/manifest.json")
+
+
+COMPRESSION = click.Choice(["auto", "none", "gzip", "zlib"])
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True)
+@click.option(
+    "--records",
+    "limit",
+    type=click.IntRange(min=1),
+    default=100,
+    show_default=True,
+    help="Records to sample from files without a manifest.",
+)
+@click.option("--all", "scan_all", is_flag=True, help="Sample every record.")
+@click.option("--count", is_flag=True, help="Only count records exactly, by walking the framing (fast, no parsing).")
+@click.option(
+    "--compression",
+    type=COMPRESSION,
+    default="auto",
+    show_default=True,
+    help="auto: from the file's first bytes (a .gz name is not needed).",
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON document instead of tables.")
+@_friendly_errors
+def inspect(paths: tuple[str, ...], limit: int, scan_all: bool, count: bool, compression: str, as_json: bool) -> None:
+    """Show feature keys, dtypes, shapes and counts of TFRecord files or shardkit folders.
+
+    PATHS are files, folders or globs. A shardkit folder is described from its manifest at once;
+    other files are sampled and their schema inferred.
+    """
+    from shardkit import inspection, report
+    from shardkit.targets import expand
+
+    targets = expand(paths)
+    files = targets.files + [os.path.join(o.path, shard["name"]) for o in targets.outputs for _, shard in o.shards()] if count else []
+    if count:
+        counts = [inspection.count([f], compression)[0] for f in files]
+        if as_json:
+            click.echo(json.dumps({"files": counts, "records": sum(c["records"] for c in counts)}, indent=2))
+            return
+        for c in counts:
+            click.echo(f"{c['records']:>10}  {c['path']}" + (f"  ({c['problem']})" if c["problem"] else ""))
+        click.echo(f"{sum(c['records'] for c in counts):>10}  records in {len(counts)} files")
+        return
+    outputs = [inspection.describe_output(o) for o in targets.outputs]
+    inferred = inspection.infer(targets.files, None if scan_all else limit, compression) if targets.files else None
+    if as_json:
+        click.echo(json.dumps({"outputs": outputs, "files": inferred}, indent=2, default=str))
+        return
+    for info in outputs:
+        click.echo("\n".join(report.output_text(info)))
+    if inferred is not None:
+        click.echo("\n".join(report.inferred_text(inferred)))
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--deep", is_flag=True, help="Also parse every record against the schema and decode every image.")
+@click.option("-w", "--workers", type=click.IntRange(min=1), help="Files checked in parallel (default: the usable cores).")
+@click.option("--compression", type=COMPRESSION, default="auto", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="One JSON document instead of lines.")
+def verify(paths: tuple[str, ...], deep: bool, workers: int | None, compression: str, as_json: bool) -> None:
+    """Check every record's CRCs and framing, and a shardkit folder against its manifest.
+
+    Exit code 0 when everything is whole, 1 when anything is wrong, 2 for usage errors.
+    """
+    from shardkit import report
+    from shardkit.executors import default_workers
+    from shardkit.verify import verify as run_verify
+
+    result = run_verify(paths, deep=deep, workers=workers or default_workers(), compression=compression)
+    click.echo(json.dumps(result.to_dict(), indent=2) if as_json else "\n".join(report.verify_text(result)))
+    sys.exit(0 if result.ok else 1)
 
 
 def _plural(n: int, word: str) -> str:

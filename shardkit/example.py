@@ -87,7 +87,7 @@ def _read_varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
         shift += 7
 
 
-def _fields(buf: bytes, pos: int, end: int) -> list[tuple[int, int, int | tuple[int, int]]]:
+def fields(buf: bytes, pos: int, end: int) -> list[tuple[int, int, int | tuple[int, int]]]:
     """Split a message into (field, wire type, value or (start, end) for length-delimited)."""
     out: list[tuple[int, int, int | tuple[int, int]]] = []
     while pos < end:
@@ -121,16 +121,21 @@ def _fields(buf: bytes, pos: int, end: int) -> list[tuple[int, int, int | tuple[
     return out
 
 
+def spans(buf: bytes, pos: int, end: int) -> list[tuple[int, int, int]]:
+    """The length-delimited fields of a message: (field number, start, end)."""
+    return [(field, val[0], val[1]) for field, wire, val in fields(buf, pos, end) if wire == 2 and isinstance(val, tuple)]
+
+
 def _decode_list(buf: bytes, dtype: Dtype, start: int, end: int) -> list[bytes] | list[float] | list[int]:
     if dtype == "bytes":
         items: list[bytes] = []
-        for field, wire, val in _fields(buf, start, end):
+        for field, wire, val in fields(buf, start, end):
             if field == 1 and wire == 2 and isinstance(val, tuple):
                 items.append(buf[val[0] : val[1]])
         return items
     if dtype == "float":
         floats: list[float] = []
-        for field, wire, val in _fields(buf, start, end):
+        for field, wire, val in fields(buf, start, end):
             if field != 1:
                 continue
             if wire == 2 and isinstance(val, tuple):
@@ -141,7 +146,7 @@ def _decode_list(buf: bytes, dtype: Dtype, start: int, end: int) -> list[bytes] 
                 floats.append(struct.unpack("<f", struct.pack("<I", val))[0])
         return floats
     ints: list[int] = []
-    for field, wire, val in _fields(buf, start, end):
+    for field, wire, val in fields(buf, start, end):
         if field != 1:
             continue
         if wire == 2 and isinstance(val, tuple):
@@ -157,15 +162,15 @@ def _decode_list(buf: bytes, dtype: Dtype, start: int, end: int) -> list[bytes] 
 def decode_example(data: bytes) -> dict[str, tuple[Dtype, list[bytes] | list[float] | list[int]]]:
     """Parse a serialized ``tf.train.Example`` into ``{key: (dtype, values)}``."""
     out: dict[str, tuple[Dtype, list[bytes] | list[float] | list[int]]] = {}
-    for field, wire, val in _fields(data, 0, len(data)):
+    for field, wire, val in fields(data, 0, len(data)):
         if field != 1 or wire != 2 or not isinstance(val, tuple):
             continue
-        for efield, ewire, entry in _fields(data, val[0], val[1]):
+        for efield, ewire, entry in fields(data, val[0], val[1]):
             if efield != 1 or ewire != 2 or not isinstance(entry, tuple):
                 continue
             key = ""
             feature: tuple[int, int] | None = None
-            for kfield, kwire, kval in _fields(data, entry[0], entry[1]):
+            for kfield, kwire, kval in fields(data, entry[0], entry[1]):
                 if kfield == 1 and kwire == 2 and isinstance(kval, tuple):
                     try:
                         key = data[kval[0] : kval[1]].decode()
@@ -173,16 +178,17 @@ def decode_example(data: bytes) -> dict[str, tuple[Dtype, list[bytes] | list[flo
                         raise DecodeError("feature key is not UTF-8") from exc
                 elif kfield == 2 and kwire == 2 and isinstance(kval, tuple):
                     feature = kval
-            if feature is None:
-                out[key] = ("bytes", [])
-                continue
-            kinds = [(f, v) for f, w, v in _fields(data, feature[0], feature[1]) if w == 2 and isinstance(v, tuple)]
-            if not kinds:
-                out[key] = ("bytes", [])
-                continue
-            kind_field, (start, end) = kinds[-1]
-            if kind_field not in _FIELD_DTYPE:
-                raise DecodeError(f"feature {key!r} has unknown list kind {kind_field}")
-            dtype = _FIELD_DTYPE[kind_field]
-            out[key] = (dtype, _decode_list(data, dtype, start, end))
+            out[key] = ("bytes", []) if feature is None else decode_feature(data, *feature)
     return out
+
+
+def decode_feature(data: bytes, start: int, end: int) -> tuple[Dtype, list[bytes] | list[float] | list[int]]:
+    """One ``Feature`` message at ``data[start:end]``; an empty Feature reads as an empty bytes list."""
+    kinds = [(f, v) for f, w, v in fields(data, start, end) if w == 2 and isinstance(v, tuple)]
+    if not kinds:
+        return "bytes", []
+    kind_field, (list_start, list_end) = kinds[-1]
+    if kind_field not in _FIELD_DTYPE:
+        raise DecodeError(f"unknown feature list kind {kind_field}")
+    dtype = _FIELD_DTYPE[kind_field]
+    return dtype, _decode_list(data, dtype, list_start, list_end)

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from shardkit import layout, scan
+from shardkit.errors import ShardkitError
 from shardkit.example import DecodeError, decode_example
 from shardkit.targets import Output, expand, is_tfrecord_name
 
@@ -69,14 +70,19 @@ class _Job:
 
 
 def verify(paths: Sequence[str], *, deep: bool = False, workers: int = 1, compression: str = "auto") -> VerifyReport:
-    """Check every file under ``paths``; never raises for bad data (only for paths that do not exist)."""
+    """Check every file under ``paths``; never raises for bad data or paths, it reports them."""
     started = time.perf_counter()
-    targets = expand(paths)
     jobs: list[_Job] = []
     problems: list[str] = []
-    for output in targets.outputs:
-        jobs.extend(_output_jobs(output, deep, compression, problems))
-    jobs.extend(_Job(path, compression, deep) for path in targets.files)
+    for given in paths:
+        try:
+            targets = expand([given])
+        except ShardkitError as exc:  # a missing path or an empty folder is a failed check, not a crash
+            problems.append(str(exc))
+            continue
+        for output in targets.outputs:
+            jobs.extend(_output_jobs(output, deep, compression, problems))
+        jobs.extend(_Job(path, compression, deep) for path in targets.files)
     if workers > 1 and len(jobs) > 1:
         with mp.get_context().Pool(min(workers, len(jobs))) as pool:
             reports = pool.map(_check, jobs, chunksize=1)
