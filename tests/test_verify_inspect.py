@@ -21,11 +21,11 @@ from shardkit.tfrecord import frame
 from shardkit.verify import verify
 
 
-def write_tf_records(path: Path, compress: bool = False) -> None:
+def write_tf_records(path: Path, compression: str = "") -> None:
     """Records from TensorFlow's own writer: bytes, int64, float of varying lengths, optional keys."""
     import tensorflow as tf
 
-    options = tf.io.TFRecordOptions(compression_type="GZIP" if compress else "")
+    options = tf.io.TFRecordOptions(compression_type=compression)
     with tf.io.TFRecordWriter(str(path), options) as writer:
         for i in range(10):
             feature = {
@@ -40,13 +40,13 @@ def write_tf_records(path: Path, compress: bool = False) -> None:
             writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
 
 
-@pytest.mark.parametrize("compress", [False, True])
-def test_tensorflow_written_files_are_inferred_and_verified(tmp_path: Path, compress: bool) -> None:
-    path = tmp_path / ("tf.tfrecord.gz" if compress else "tf.tfrecord")
-    write_tf_records(path, compress)
+@pytest.mark.parametrize(("compression", "name"), [("", "tf.tfrecord"), ("GZIP", "tf.tfrecord.gz"), ("ZLIB", "tf.tfrecord.zz")])
+def test_tensorflow_written_files_are_inferred_and_verified(tmp_path: Path, compression: str, name: str) -> None:
+    path = tmp_path / name
+    write_tf_records(path, compression)
     info = infer([str(path)])
     assert info["records_scanned"] == 10 and info["kinds"] == {"example": 10}
-    assert info["files"][0]["compression"] == ("gzip" if compress else "none")
+    assert info["files"][0]["compression"] == (compression.lower() or "none")
     f = info["features"]
     assert (f["name"]["dtype"], f["name"]["shape"], f["name"]["looks_like"]) == ("bytes", [], ["text"])
     assert (f["ids"]["dtype"], f["ids"]["ragged"], f["ids"]["min_length"], f["ids"]["max_length"]) == ("int64", True, 0, 3)
