@@ -77,6 +77,8 @@ class Config:
     augment: AugmentSpec | None = None
     columns: tuple[str, ...] | None = None
     source: str | None = dataclasses.field(default=None, compare=False)
+    # For snapshot-materialize; not part of the build (changing it must not invalidate shards).
+    snapshot_preprocess: str | None = dataclasses.field(default=None, compare=False)
 
     @property
     def records_per_entry(self) -> int:
@@ -107,7 +109,7 @@ class Config:
         return out
 
 
-_TOP_KEYS = ("columns", "features", "augment")
+_TOP_KEYS = ("columns", "features", "augment", "snapshot")
 _FEATURE_KEYS = ("kind", "column", "encoding", "quality", "channels", "classes")
 _AUGMENT_KEYS = ("copies", "keep_original", "pipeline")
 
@@ -232,7 +234,14 @@ def parse_config(raw: object, source: str | None = None) -> Config:
     if any(f.kind == "mask" for f in features) and not any(f.kind == "image" for f in features):
         raise ConfigError("features", "a mask feature needs an image feature to belong to", source)
     augment_spec = _parse_augment(top["augment"], features, source) if top.get("augment") is not None else None
-    return Config(features=features, augment=augment_spec, columns=columns, source=source)
+    preprocess = None
+    if top.get("snapshot") is not None:
+        snapshot = _require_mapping(top["snapshot"], "snapshot", source)
+        _reject_unknown(snapshot, ("preprocess",), "snapshot", source)
+        preprocess = snapshot.get("preprocess")
+        if not isinstance(preprocess, str) or ":" not in preprocess:
+            raise ConfigError("snapshot.preprocess", "expected MODULE:FUNCTION or FILE.py:FUNCTION", source)
+    return Config(features=features, augment=augment_spec, columns=columns, source=source, snapshot_preprocess=preprocess)
 
 
 def load_config(path: str | Path) -> Config:
