@@ -71,7 +71,8 @@ def load(
 
     ``shuffle`` is a buffer size (file order is shuffled too, with ``seed``); ``num_hosts`` /
     ``host_index`` give each host a disjoint set of shard files; ``parse="single"`` parses
-    record by record instead of in vectorised batches; ``cache`` caches parsed records in memory.
+    record by record instead of in vectorised batches; ``cache`` keeps the serialized records in
+    memory after the first epoch (before shuffling, so every epoch is still shuffled).
     """
     import tensorflow as tf
 
@@ -98,19 +99,23 @@ def load(
         num_parallel_calls=autotune,
         deterministic=deterministic,
     )
+    if cache:
+        ds = ds.cache()  # serialized records: cheap to hold, and shuffled afresh each epoch below
+    if shuffle:
+        ds = ds.shuffle(shuffle, seed=seed, reshuffle_each_iteration=True)
+    decoders = _image_decoders(manifest) if decode_images else {}
+    if parse == "batched" and batch_size and not decoders:
+        # The vectorised parse straight on the training batches: no unbatch, no re-batch.
+        ds = ds.batch(batch_size, drop_remainder=drop_remainder)
+        ds = ds.map(lambda b: tf.io.parse_example(b, spec), num_parallel_calls=autotune, deterministic=deterministic)
+        return ds.prefetch(autotune)
     if parse == "batched":
         ds = ds.batch(PARSE_BATCH).map(lambda b: tf.io.parse_example(b, spec), num_parallel_calls=autotune, deterministic=deterministic)
         ds = ds.unbatch()
     else:
         ds = ds.map(lambda r: tf.io.parse_single_example(r, spec), num_parallel_calls=autotune, deterministic=deterministic)
-    if cache:
-        ds = ds.cache()
-    if shuffle:
-        ds = ds.shuffle(shuffle, seed=seed, reshuffle_each_iteration=True)
-    if decode_images:
-        decoders = _image_decoders(manifest)
-        if decoders:
-            ds = ds.map(lambda x: _decode(x, decoders), num_parallel_calls=autotune, deterministic=deterministic)
+    if decoders:
+        ds = ds.map(lambda x: _decode(x, decoders), num_parallel_calls=autotune, deterministic=deterministic)
     if batch_size:
         ds = ds.batch(batch_size, drop_remainder=drop_remainder, num_parallel_calls=autotune, deterministic=deterministic)
     return ds.prefetch(autotune)
