@@ -166,13 +166,14 @@ def _rows_by_split(
         for name, row in folder_rows(root):
             by_split.setdefault(split or name, []).append(row)
         listing = hashlib.sha256("\n".join(str(r.identity) for rows in by_split.values() for r in rows if isinstance(r, Row)).encode())
-        return dict(by_split), {"folder": root.name, "listing_sha256": listing.hexdigest()}
+        return dict(by_split), {"folder": str(root.resolve()), "listing_sha256": listing.hexdigest()}
     files = discover(indexes, ignore, split)
     grouped: dict[str, list[IndexFile]] = {}
     for f in files:
         grouped.setdefault(f.split, []).append(f)
     rows: dict[str, Iterable[Row | EntryError]] = {name: _chain_rows(group) for name, group in grouped.items()}
-    inputs = {"index_files": [{"name": f.path.name, "split": f.split, "sha256": _sha256(f.path)} for f in files]}
+    # The resolved path matters as much as the content: relative image paths resolve against it.
+    inputs = {"index_files": [{"path": str(f.path.resolve()), "split": f.split, "sha256": _sha256(f.path)} for f in files]}
     return rows, inputs
 
 

@@ -42,11 +42,21 @@ def _number_list(value: Any, spec: FeatureSpec, row: Row) -> list[Any]:
             raise EntryError(row.source, row.line, f"{spec.key}: {item!r} is not an integer")
         try:
             out.append(cast(item))
-        except (TypeError, ValueError):
-            raise EntryError(row.source, row.line, f"{spec.key}: {item!r} is not a valid {spec.kind}") from None
+        except (TypeError, ValueError, OverflowError):
+            raise EntryError(row.source, row.line, f"{spec.key}: {_short_repr(item)} is not a valid {spec.kind}") from None
     if cast is int and any(not -(2**63) <= v < 2**63 for v in out):
         raise EntryError(row.source, row.line, f"{spec.key}: value out of int64 range")
+    if cast is float and any(abs(v) > _FLOAT32_MAX and v not in (float("inf"), float("-inf")) for v in out):
+        raise EntryError(row.source, row.line, f"{spec.key}: value out of float32 range")
     return out
+
+
+_FLOAT32_MAX = 3.4028234663852886e38
+
+
+def _short_repr(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def typed_value(row: Row, spec: FeatureSpec, txt_names: tuple[str, ...] | None) -> Any:
@@ -62,7 +72,10 @@ def typed_value(row: Row, spec: FeatureSpec, txt_names: tuple[str, ...] | None) 
     if spec.kind == "string":
         if isinstance(raw, (dict, list)) or raw is None:
             raise EntryError(row.source, row.line, f"{spec.key}: expected text, got {raw!r}")
-        return str(raw).encode("utf-8")
+        try:
+            return str(raw).encode("utf-8")
+        except UnicodeEncodeError:
+            raise EntryError(row.source, row.line, f"{spec.key}: text is not valid Unicode (a lone surrogate)") from None
     # class_name
     if isinstance(raw, (dict, list, bool)) or raw is None or raw == "":
         raise EntryError(row.source, row.line, f"{spec.key}: expected a class name, got {raw!r}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -83,7 +83,7 @@ def _read_varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
         pos += 1
         result |= (b & 0x7F) << shift
         if not b & 0x80:
-            return result, pos
+            return result & 0xFFFFFFFFFFFFFFFF, pos  # protobuf keeps the low 64 bits of a 10-byte varint
         shift += 7
 
 
@@ -184,11 +184,15 @@ def decode_example(data: bytes) -> dict[str, tuple[Dtype, list[bytes] | list[flo
 
 def decode_feature(data: bytes, start: int, end: int) -> tuple[Dtype, list[bytes] | list[float] | list[int]]:
     """One ``Feature`` message at ``data[start:end]``; an empty Feature reads as an empty bytes list."""
-    kinds = [(f, v) for f, w, v in fields(data, start, end) if w == 2 and isinstance(v, tuple)]
+    kinds = [(f, v) for f, w, v in fields(data, start, end) if w == 2 and isinstance(v, tuple) and f in _FIELD_DTYPE]
     if not kinds:
-        return "bytes", []
-    kind_field, (list_start, list_end) = kinds[-1]
-    if kind_field not in _FIELD_DTYPE:
-        raise DecodeError(f"unknown feature list kind {kind_field}")
-    dtype = _FIELD_DTYPE[kind_field]
-    return dtype, _decode_list(data, dtype, list_start, list_end)
+        return "bytes", []  # unknown fields are skipped, as protobuf does
+    # A oneof seen more than once: the last kind wins, and repeated lists of it merge (protobuf's rule).
+    dtype = _FIELD_DTYPE[kinds[-1][0]]
+    values: list[Any] = []
+    for kind_field, (list_start, list_end) in kinds:
+        if _FIELD_DTYPE[kind_field] == dtype:
+            values.extend(_decode_list(data, dtype, list_start, list_end))
+        else:
+            values = []
+    return dtype, values

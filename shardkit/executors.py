@@ -92,8 +92,9 @@ class PoolExecutor:
         try:
             pending = pool.starmap_async(_run_in_pool, [(t,) for t in tasks], chunksize=1)
             workers = _worker_pids(pool)
+            reported = 0
             while not pending.ready():
-                self._drain(progress_queue, on_progress, on_shard, self.poll_seconds)
+                reported += self._drain(progress_queue, on_progress, on_shard, self.poll_seconds)
                 dead = workers - _worker_pids(pool)
                 if dead and not pending.ready():
                     raise WorkerError(
@@ -102,7 +103,11 @@ class PoolExecutor:
                         "command to resume, with fewer --workers, or --workers 1 to run in one process and see the error."
                     )
             results: list[ShardResult] = pending.get()  # re-raises the first worker exception
-            self._drain(progress_queue, on_progress, on_shard, 0)
+            while reported < len(results):  # the last ticks and shard messages may still be in flight
+                arrived = self._drain(progress_queue, on_progress, on_shard, 1.0)
+                if not arrived:
+                    break
+                reported += arrived
             return results
         finally:
             pool.terminate()
@@ -111,7 +116,9 @@ class PoolExecutor:
             progress_queue.join_thread()
 
     @staticmethod
-    def _drain(progress_queue: Any, on_progress: OnProgress, on_shard: OnShard, wait: float) -> None:
+    def _drain(progress_queue: Any, on_progress: OnProgress, on_shard: OnShard, wait: float) -> int:
+        """Handle queued messages (waiting up to ``wait`` for the first); returns how many shards finished."""
+        shards = 0
         try:
             message = progress_queue.get(timeout=wait) if wait else progress_queue.get_nowait()
             while True:
@@ -120,9 +127,10 @@ class PoolExecutor:
                     on_progress(value)
                 else:
                     on_shard(value)
+                    shards += 1
                 message = progress_queue.get_nowait()
         except queue_module.Empty:
-            return
+            return shards
 
 
 def _worker_pids(pool: Any) -> set[int]:

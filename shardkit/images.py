@@ -38,11 +38,13 @@ def probe(data: bytes) -> ImageInfo:
     """Read only the header: format, mode and size (parsed directly for common PNG and JPEG files)."""
     fast = _probe_png(data) if data[:8] == _PNG_SIGNATURE else _probe_jpeg(data) if data[:2] == b"\xff\xd8" else None
     if fast is not None:
+        if fast.width * fast.height > 2 * (Image.MAX_IMAGE_PIXELS or 1 << 62):
+            raise ImageProblem(f"{fast.width}x{fast.height} pixels: over Pillow's decompression-bomb limit")
         return fast
     try:
         with Image.open(io.BytesIO(data)) as im:
             return ImageInfo(format=im.format or "", mode=im.mode, width=im.width, height=im.height)
-    except (UnidentifiedImageError, OSError, ValueError) as exc:
+    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as exc:
         raise ImageProblem(f"not an image Pillow can read ({_reason(exc)})") from None
 
 
@@ -130,7 +132,7 @@ def decode(data: bytes, mode: str, class_values: bool = False) -> np.ndarray:
                 im = im.convert("RGBA")
             converted = im if im.mode == mode else im.convert(mode)
             return np.asarray(converted)
-    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as exc:
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
         raise ImageProblem(f"cannot decode image ({_reason(exc)})") from None
 
 

@@ -112,7 +112,7 @@ def read_rows(index: IndexFile) -> Iterator[Row | EntryError]:
     """
     source = str(index.path)
     try:
-        handle = index.path.open(newline="", encoding="utf-8")
+        handle = index.path.open(newline="", encoding="utf-8-sig")  # spreadsheets write a BOM
     except OSError as exc:
         raise ShardkitError(f"{source}: cannot read index file: {exc.strerror}") from None
     with handle:
@@ -169,6 +169,9 @@ def _jsonl_rows(source: str, handle: Any) -> Iterator[Row | EntryError]:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
             yield EntryError(source, number, f"not valid JSON: {exc.msg} at column {exc.colno}")
+            continue
+        except ValueError as exc:  # e.g. an integer past Python's digit limit
+            yield EntryError(source, number, f"not valid JSON: {exc}")
             continue
         if not isinstance(obj, dict):
             yield EntryError(source, number, f"expected a JSON object, got {type(obj).__name__}")

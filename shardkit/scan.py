@@ -19,6 +19,7 @@ import crc32c
 from shardkit.tfrecord import FOOTER_SIZE, HEADER_SIZE
 
 CHUNK = 8 << 20
+MAX_PARSED_RECORD = 256 << 20  # records handed to on_record (inspect, verify --deep) are held whole
 _MASK_DELTA = 0xA282EAD8
 _HEADER = struct.Struct("<QI")
 _U32 = struct.Struct("<I")
@@ -68,7 +69,11 @@ def detect_compression(head: bytes) -> str:
 
 
 class _Source:
-    """Fills buffers with the record stream, inflating if needed; checksums the raw file bytes."""
+    """Fills buffers with the record stream, inflating if needed; checksums the raw file bytes.
+
+    Compressed input is inflated at most ``len(target)`` bytes at a time (no zip bomb can blow up
+    memory), and concatenated members (``cat a.gz b.gz``) are read one after another, as gzip does.
+    """
 
     def __init__(self, f: BinaryIO, compression: str) -> None:
         self._f = f
@@ -76,9 +81,12 @@ class _Source:
         self.file_bytes = 0
         self._raw = bytearray(CHUNK)
         self._raw_view = memoryview(self._raw)
-        self._inflate = None if compression == "none" else zlib.decompressobj(31 if compression == "gzip" else 15)
+        self._wbits = 31 if compression == "gzip" else 15
+        self._inflate = None if compression == "none" else zlib.decompressobj(self._wbits)
+        self._input = b""  # compressed bytes not yet fed to the inflater
         self._pending = b""  # inflated bytes not yet handed out
-        self._eof = False
+        self._done = False
+        self._truncated = False
 
     def read_raw(self) -> memoryview:
         n = self._f.readinto(self._raw)  # type: ignore[attr-defined]
@@ -96,28 +104,37 @@ class _Source:
                 self.file_bytes += n
             return n or 0
         want = len(target)
-        while not self._pending and not self._eof:
-            tail = self._inflate.unconsumed_tail
-            if tail:
-                self._pending = self._inflate.decompress(tail, want)
-                continue
-            chunk = self.read_raw()
-            if not chunk:
-                self._eof = True
-                self._pending = self._inflate.flush()
-                if not self._inflate.eof:
-                    raise zlib.error("compressed stream ends early (truncated file)")
-                break
-            self._pending = self._inflate.decompress(chunk, want)
-            if self._inflate.eof and self._inflate.unused_data:
-                # concatenated gzip members, as `cat a.gz b.gz` makes: start the next one
-                rest = self._inflate.unused_data
-                self._inflate = zlib.decompressobj(31)
-                self._pending += self._inflate.decompress(rest, want)
+        while not self._pending and not self._done:
+            self._inflate_some(want)
+        if not self._pending and self._truncated:
+            raise zlib.error("compressed stream ends early (truncated file)")
         n = min(want, len(self._pending))
         target[:n] = self._pending[:n]
         self._pending = self._pending[n:]
         return n
+
+    def _inflate_some(self, want: int) -> None:
+        assert self._inflate is not None
+        if self._inflate.eof:
+            # After the end of a member, unused_data holds every byte fed past it (Python 3.11 may
+            # leave a copy of the same bytes in unconsumed_tail too: reading both doubles them).
+            leftover = self._inflate.unused_data + self._input
+            self._input = leftover or bytes(self.read_raw())
+            if not self._input:
+                self._done = True  # a clean end right after a complete member
+                return
+            self._inflate = zlib.decompressobj(self._wbits)  # the next member
+        if not self._input:
+            self._input = self._inflate.unconsumed_tail or bytes(self.read_raw())
+        if not self._input:
+            self._pending = self._inflate.flush()
+            self._done = True
+            self._truncated = not self._inflate.eof
+            return
+        data, self._input = self._input, b""
+        self._pending = self._inflate.decompress(data, want)
+        if not self._inflate.eof:
+            self._input = self._inflate.unconsumed_tail
 
 
 def scan(
@@ -126,7 +143,8 @@ def scan(
     """Walk every record of ``path`` (or the first ``limit``), checking framing and CRCs.
 
     Never raises for bad data: the first problem is returned in the result. ``on_record`` sees
-    each valid payload that fits in the buffer (records over 8 MB are CRC-checked but not passed).
+    each valid payload (records over 8 MB are gathered from pieces; over 256 MB they are reported,
+    since parsing needs them whole).
     With ``checksum`` the whole file is read for its CRC32C even when the walk stops early.
     """
     try:
@@ -144,19 +162,34 @@ def scan(
         kind = detect_compression(head) if compression == "auto" else compression
         source = _Source(f, kind)
         try:
-            records, error, offset = _walk(source, on_record, limit)
+            records, error, offset = _walk(source, on_record, limit, kind)
             while checksum and source.read_raw():
                 pass  # the walk stopped early: finish the file checksum
-        except (zlib.error, OSError) as exc:
-            return ScanResult(path, kind, 0, source.file_bytes, "", f"cannot read {kind} data: {exc}")
+        except OSError as exc:
+            return ScanResult(path, kind, 0, source.file_bytes, "", f"cannot read: {exc.strerror or exc}")
+        if error and records == 0 and kind == "zlib" and compression == "auto" and error.startswith("cannot read zlib"):
+            f.close()
+            return scan(path, "none", on_record, limit, checksum)  # only guessed zlib: a damaged plain file
         result = ScanResult(path, kind, records, source.file_bytes, f"{source.file_crc:08x}" if checksum else "")
         if error:
             return dataclasses.replace(result, error=error, error_record=records, error_offset=offset)
         return result
 
 
-def _walk(source: _Source, on_record: OnRecord | None, limit: int | None) -> tuple[int, str | None, int]:
+def _walk(source: _Source, on_record: OnRecord | None, limit: int | None, kind: str = "none") -> tuple[int, str | None, int]:
     """The record loop: returns (valid records, first error or None, stream offset of the error)."""
+    try:
+        return _walk_records(source, on_record, limit)
+    except _StreamError as exc:
+        return exc.records, f"cannot read {kind} data: {exc.reason}", exc.offset
+
+
+class _StreamError(Exception):
+    def __init__(self, records: int, offset: int, reason: str) -> None:
+        self.records, self.offset, self.reason = records, offset, reason
+
+
+def _walk_records(source: _Source, on_record: OnRecord | None, limit: int | None) -> tuple[int, str | None, int]:
     buf = bytearray(CHUNK)
     view = memoryview(buf)
     start = end = 0  # valid unread bytes are buf[start:end]
@@ -174,7 +207,10 @@ def _walk(source: _Source, on_record: OnRecord | None, limit: int | None) -> tup
             end -= start
             start = 0
         while end - start < need and not eof and end < len(buf):
-            n = source.readinto(view[end:])
+            try:
+                n = source.readinto(view[end:])
+            except zlib.error as exc:
+                raise _StreamError(records, offset, str(exc)) from None
             if n == 0:
                 eof = True
             end += n
@@ -202,9 +238,15 @@ def _walk(source: _Source, on_record: OnRecord | None, limit: int | None) -> tup
                 on_record(records, offset, payload)
             start += need
         elif need <= len(buf):
-            return records, f"truncated record (length field says {length} bytes, {end - start - HEADER_SIZE} remain)", offset
+            remain = end - start - HEADER_SIZE
+            if remain >= length:
+                return records, f"truncated record footer ({remain - length} of 4 bytes)", offset
+            return records, f"truncated record (length field says {length} bytes, {remain} remain)", offset
         else:
-            # A record larger than the buffer: checksum it in pieces.
+            # A record larger than the buffer: checksum it in pieces; collect it only for a
+            # caller that parses records, and only up to a bound.
+            too_big = on_record is not None and length > MAX_PARSED_RECORD
+            collected = bytearray() if on_record is not None and not too_big else None
             start += HEADER_SIZE
             remaining, running = length, 0
             while remaining:
@@ -212,12 +254,18 @@ def _walk(source: _Source, on_record: OnRecord | None, limit: int | None) -> tup
                     return records, f"truncated record (length field says {length} bytes, {length - remaining} remain)", offset
                 take = min(remaining, end - start)
                 running = crc(view[start : start + take], value=running)
+                if collected is not None:
+                    collected += view[start : start + take]
                 start += take
                 remaining -= take
             if not fill(FOOTER_SIZE):
-                return records, "truncated record footer", offset
+                return records, f"truncated record footer ({end - start} of 4 bytes)", offset
             if _masked(running) != unpack_u32(buf, start)[0]:
                 return records, "data CRC mismatch", offset
+            if too_big:
+                return records, f"a {length}-byte record, over the {MAX_PARSED_RECORD >> 20} MB that can be parsed", offset
+            if on_record is not None and collected is not None:
+                on_record(records, offset, memoryview(collected))
             start += FOOTER_SIZE
         offset += need
         records += 1

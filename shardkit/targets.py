@@ -50,7 +50,33 @@ def load_output(folder: str) -> Output:
         raise ShardkitError(f"{path}: cannot read the manifest: {exc}") from None
     if not isinstance(manifest, dict) or manifest.get("format") != "shardkit.manifest" or "splits" not in manifest:
         raise ShardkitError(f"{path}: not a shardkit manifest")
+    problem = _manifest_problem(manifest)
+    if problem:
+        raise ShardkitError(f"{path}: damaged manifest: {problem}")
     return Output(folder, manifest)
+
+
+def _manifest_problem(manifest: dict[str, Any]) -> str | None:
+    """The structure inspect and verify rely on; a hand-edited or truncated manifest fails here."""
+    if not isinstance(manifest["splits"], dict):
+        return "splits is not a mapping"
+    for split, info in manifest["splits"].items():
+        if not isinstance(info, dict) or not isinstance(info.get("shards"), list):
+            return f"split {split!r} has no shard list"
+        for key in ("records", "bytes"):
+            if not isinstance(info.get(key), int):
+                return f"split {split!r} has no {key} count"
+        for shard in info["shards"]:
+            if not isinstance(shard, dict) or not all(
+                isinstance(shard.get(k), t) for k, t in (("name", str), ("records", int), ("bytes", int), ("crc32c", str))
+            ):
+                return f"a shard of split {split!r} lacks name, records, bytes or crc32c"
+            if "/" in shard["name"] or shard["name"].startswith("."):
+                return f"shard name {shard['name']!r} is not a file name"
+    schema = manifest.get("schema", [])
+    if not isinstance(schema, list) or not all(isinstance(f, dict) and "key" in f and "dtype" in f for f in schema):
+        return "schema is not a list of features with key and dtype"
+    return None
 
 
 def expand(paths: Sequence[str]) -> Targets:

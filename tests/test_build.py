@@ -294,3 +294,34 @@ def test_masks_keep_their_class_values(tmp_path: Path, mask_kind: str) -> None:
     dtype = tf.uint16 if mask_kind == "uint16" else tf.uint8
     assert np.array_equal(tf.io.decode_png(original["mask"], dtype=dtype).numpy()[..., 0], values)
     assert np.array_equal(tf.io.decode_png(flipped["mask"], dtype=dtype).numpy()[..., 0], values[:, ::-1])
+
+
+def test_a_decompression_bomb_is_a_bad_entry(tmp_path: Path) -> None:
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", 20000, 20000, 8, 2, 0, 0, 0)
+    (tmp_path / "bomb.png").write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\0" * 100)))
+    Image.new("RGB", (4, 4)).save(tmp_path / "ok.png")
+    (tmp_path / "train.txt").write_text("ok.png 1\nbomb.png 2\n")
+    config = parse_config(
+        {"features": {"image": {"kind": "image", "column": 0, "encoding": "jpeg"}, "label": {"kind": "int64", "column": 1}}}
+    )
+    with pytest.raises(EntryError, match=r"train.txt:2: image: .*bomb.png: 20000x20000 pixels: over Pillow's decompression-bomb limit"):
+        shardkit.build([tmp_path / "train.txt"], tmp_path / "out", config=config, workers=1, progress=False)
+    result = shardkit.build([tmp_path / "train.txt"], tmp_path / "out", config=config, workers=1, on_error="skip", progress=False)
+    assert (result.records, result.skipped) == (1, 1)
+
+
+def test_the_same_index_text_in_another_folder_is_another_build(seg_data: Path, tmp_path: Path) -> None:
+    import shutil
+
+    other = tmp_path / "copy"
+    shutil.copytree(seg_data, other)
+    out = tmp_path / "out"
+    shardkit.build([seg_data / "val.txt"], out, workers=1, progress=False)
+    with pytest.raises(OutputError, match="different inputs"):
+        shardkit.build([other / "val.txt"], out, workers=1, progress=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import subprocess
@@ -51,6 +52,19 @@ def _temp_files(out: Path) -> int:
     return len(list(out.glob(".*incomplete*"))) if out.exists() else 0
 
 
+def _wait_for_lock_free(out: Path, timeout: float = 30) -> None:
+    """Pool workers share the lock's open file: it frees when the last killed process is gone."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open(out / ".shardkit" / "lock", "rb") as f:
+            try:
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                time.sleep(0.01)
+    raise AssertionError("the killed build's processes still hold the lock")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("moment", ["first-write", "some-shards", "most-shards"])
 def test_kill_9_then_resume_gives_identical_records(data: Path, reference: Path, tmp_path: Path, moment: str) -> None:
@@ -70,6 +84,7 @@ def test_kill_9_then_resume_gives_identical_records(data: Path, reference: Path,
         time.sleep(0.005)
     os.killpg(proc.pid, signal.SIGKILL)  # the CLI process and its pool workers, mid-write
     proc.wait(timeout=30)
+    _wait_for_lock_free(out)
     assert not (out / "manifest.json").exists()
     committed = _shard_records(out)
 

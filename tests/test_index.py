@@ -121,3 +121,23 @@ def test_folder_layouts(cls_data: Path, tmp_path: Path) -> None:
     flat.mkdir(parents=True)
     (flat / "x.jpg").write_bytes(b"")
     assert [(s, r.values[1]) for s, r in folder_rows(tmp_path / "flat")] == [("train", "cat")]
+
+
+def test_spreadsheet_bom_and_hostile_jsonl_values(tmp_path: Path) -> None:
+    (tmp_path / "train.csv").write_bytes("\ufeffimage,label\na.jpg,cat\n".encode())
+    (row,) = rows(tmp_path / "train.csv")
+    assert isinstance(row, Row) and row.names == ("image", "label")
+    (tmp_path / "train.jsonl").write_text(
+        '{"i": "a.jpg", "f": ' + "1" * 400 + ', "s": "x"}\n'
+        '{"i": "a.jpg", "f": 1e39, "s": "x"}\n'
+        '{"i": "a.jpg", "f": 1, "s": "\\ud800"}\n'
+        '{"i": "a.jpg", "f": ' + "1" * 5000 + ', "s": "x"}\n'
+    )
+    config = parse_config({"features": {"i": {"kind": "image"}, "f": {"kind": "float"}, "s": {"kind": "string"}}})
+    errors: list[EntryError] = []
+    assert list(to_entries(rows(tmp_path / "train.jsonl"), config, "skip", errors)) == []
+    reasons = [e.reason for e in errors]
+    assert reasons[0].startswith("f: 111") and reasons[0].endswith("is not a valid float")
+    assert reasons[1] == "f: value out of float32 range"
+    assert reasons[2] == "s: text is not valid Unicode (a lone surrogate)"
+    assert reasons[3].startswith("not valid JSON")

@@ -224,3 +224,41 @@ def test_random_bytes_never_crash_verify_or_inspect(tmp_path_factory: pytest.Tem
     assert len(report.files) == 1
     info = infer([str(path)], limit=None)
     assert info["records_scanned"] == report.files[0].records or report.files[0].problem
+
+
+def test_concatenated_and_truncated_gzip(tmp_path: Path) -> None:
+    import base64
+    import os
+
+    def member(count: int) -> bytes:
+        noise = base64.b64encode(os.urandom(3000))  # compresses a little: members inflate to MBs
+        return gzip.compress(b"".join(frame(noise + str(i).encode()) for i in range(count)), compresslevel=1)
+
+    path = tmp_path / "cat.tfrecord.gz"
+    path.write_bytes(member(3000) + member(0) + member(5) + member(3000))  # `cat a.gz b.gz ...`, one empty
+    result = scan.scan(str(path))
+    assert result.ok and result.records == 6005 and result.compression == "gzip"
+    path.write_bytes(member(50)[:-30])
+    cut = scan.scan(str(path))
+    assert not cut.ok and cut.records > 0 and cut.error_record == cut.records
+    assert cut.describe_error().startswith(f"record {cut.records} at byte ")
+
+
+def test_damaged_manifest_is_one_line(built: Path) -> None:
+    manifest = json.loads((built / "manifest.json").read_text())
+    del manifest["splits"]["train"]["shards"][0]["records"]
+    (built / "manifest.json").write_text(json.dumps(manifest))
+    report = verify([str(built)])
+    assert report.problems == [
+        f"{built / 'manifest.json'}: damaged manifest: a shard of split 'train' lacks name, records, bytes or crc32c"
+    ]
+    code, output = _cli("inspect", str(built))
+    assert code == 1 and output.startswith("Error: ") and "damaged manifest" in output
+
+
+def test_big_records_are_deep_checked(tmp_path: Path) -> None:
+    path = tmp_path / "big.tfrecord"
+    path.write_bytes(frame(b"\xff" * (9 << 20)) + frame(b""))  # a 9 MB record that is no Example, then a valid one
+    (file_report,) = verify([str(path)], deep=True).files
+    assert file_report.problem is not None and file_report.problem.startswith("record 0 at byte 0: not a tf.train.Example")
+    assert verify([str(path)]).ok  # the framing itself is whole
