@@ -20,7 +20,7 @@ from typing import Any
 from shardkit import layout, manifest, resume
 from shardkit.config import Config, infer_config, load_config
 from shardkit.entries import Entry, collect_classes, to_entries
-from shardkit.errors import EntryError, ShardkitError
+from shardkit.errors import EntryError, OutputError, ShardkitError
 from shardkit.executors import Executor, InlineExecutor, PoolExecutor, default_workers
 from shardkit.index import IndexFile, Row, discover, folder_rows, read_rows
 from shardkit.lock import OutputLock
@@ -34,13 +34,14 @@ COMPRESSIONS = (None, "gzip")
 @dataclasses.dataclass(frozen=True)
 class BuildResult:
     out_dir: str
-    manifest: dict[str, Any]
+    manifest: dict[str, Any] | None  # None while other nodes' shards are still missing
     shards_built: int
     shards_reused: int
-    records: int  # in the whole output
+    records: int  # in the whole output (in the finished shards, while incomplete)
     records_built: int  # by this run
     skipped: int
     seconds: float
+    shards_missing: int = 0  # other nodes' shards not committed yet
 
     @property
     def records_per_second(self) -> float:
@@ -65,6 +66,8 @@ def build(
     fsync: bool = True,
     progress: bool | None = None,
     executor: Executor | None = None,
+    num_nodes: int = 1,
+    node_index: int = 0,
 ) -> BuildResult:
     """Build TFRecord shards from index files (or an ImageFolder tree) into ``out``.
 
@@ -72,10 +75,18 @@ def build(
     config or input raises ``OutputError`` unless ``overwrite``. ``progress=None`` shows a bar
     only when stderr is a terminal. ``fsync=False`` skips flushing shards to stable storage
     (a kill still leaves finished shards whole; a power cut may not): for scratch disks only.
+
+    ``num_nodes``/``node_index`` build one node's share of the global plan into a shared OUT;
+    the node that finds every shard committed writes the manifest (``manifest`` is None on the
+    others), or ``finalize(out)`` does it afterwards.
     """
     started = time.perf_counter()
     workers = workers if workers is not None else default_workers()
     _check_options(indexes, out, from_folder, records_per_shard, workers, compression, on_error)
+    if not 0 <= node_index < num_nodes:
+        raise ShardkitError(f"--node-index {node_index} is outside 0..{num_nodes - 1} (--num-nodes {num_nodes})")
+    if num_nodes > 1 and overwrite:
+        raise ShardkitError("--overwrite with --num-nodes would let one node delete the others' shards: clear OUT first")
     out_dir = os.path.abspath(out)
 
     rows, inputs = _rows_by_split(indexes, from_folder, split, ignore)
@@ -87,7 +98,11 @@ def build(
     fingerprint = _fingerprint(cfg, parameters, inputs)
 
     os.makedirs(out_dir, exist_ok=True)
-    with OutputLock(os.path.join(layout.state_dir(out_dir), "lock")):
+    state_dir = layout.state_dir(out_dir)
+    with contextlib.ExitStack() as held:
+        held.enter_context(OutputLock(os.path.join(state_dir, "lock"), shared=num_nodes > 1))
+        if num_nodes > 1:
+            held.enter_context(OutputLock(os.path.join(state_dir, f"lock.node-{node_index}")))
         state = resume.prepare_state(out_dir, fingerprint, cfg, parameters, inputs, overwrite)
         if "splits" not in state:
             state["splits"] = {name: _split_plan(split_entries, records_per_shard, cfg, workers) for name, split_entries in entries.items()}
@@ -96,41 +111,86 @@ def build(
                 for name, errors in parse_errors.items()
                 for e in errors
             ]
-            layout.write_json(os.path.join(layout.state_dir(out_dir), "build.json"), state, fsync)
+            state = _publish_state(out_dir, state, num_nodes, fsync)
         settings = BuildSettings(out_dir, cfg, seed, compression, on_error, fingerprint, fsync)
         tasks = [
             task
             for name, split_entries in entries.items()
             for task in plan_split(name, split_entries, state["splits"][name]["entries_per_shard"], settings)
         ]
-        done = resume.finished_shards(out_dir, tasks, fingerprint)
-        pending = [t for t in tasks if t.name not in done]
+        mine = tasks[node_index::num_nodes]  # a node's deterministic share of the one global plan
+        done = resume.finished_shards(out_dir, mine, fingerprint)
+        pending = [t for t in mine if t.name not in done]
         executor = executor or (InlineExecutor() if workers == 1 else PoolExecutor(workers))
         try:
-            fresh = _execute(executor, pending, tasks, done, cfg, progress)
+            fresh = _execute(executor, pending, mine, done, cfg, progress)
         finally:
-            for temp in layout.temp_files(out_dir):
-                os.remove(temp)  # shards of workers stopped mid-way; we hold the lock, so they are ours
-        shards = [*done.values(), *fresh]
-        run = {"workers": workers, "on_error": on_error, "fsync": fsync, "ignore": list(ignore)}
-        doc = manifest.make_manifest(state, shards, run)
-        errors = manifest.error_lines(state, shards)
-        errors_path = os.path.join(out_dir, layout.ERRORS)
-        if errors:
-            layout.write_atomic(errors_path, "".join(json.dumps(e) + "\n" for e in errors).encode(), fsync)
-        elif os.path.exists(errors_path):
-            os.remove(errors_path)
-        layout.write_json(os.path.join(out_dir, layout.MANIFEST), doc, fsync)
+            # Temp files of shards stopped mid-way. Ours alone: other nodes may be writing theirs.
+            for temp in layout.temp_files(out_dir, None if num_nodes == 1 else [t.name for t in mine]):
+                os.remove(temp)
+        missing: list[str] = []
+        if num_nodes == 1:
+            finished = {r.name: r for r in [*done.values(), *fresh]}
+        else:
+            finished, missing = resume.committed(out_dir, [t.name for t in tasks], fingerprint)
+        run = {"workers": workers, "on_error": on_error, "fsync": fsync, "ignore": list(ignore), "nodes": num_nodes}
+        doc = None if missing else _publish_outputs(out_dir, state, list(finished.values()), run, fsync)
     return BuildResult(
         out_dir=out_dir,
         manifest=doc,
         shards_built=len(fresh),
         shards_reused=len(done),
-        records=doc["totals"]["records"],
+        records=doc["totals"]["records"] if doc else sum(r.records for r in finished.values()),
         records_built=sum(r.records for r in fresh),
-        skipped=doc["errors"]["skipped"],
+        skipped=doc["errors"]["skipped"] if doc else 0,
         seconds=time.perf_counter() - started,
+        shards_missing=len(missing),
     )
+
+
+def finalize(out: str | Path, fsync: bool = True) -> BuildResult:
+    """Write the manifest of a build whose shards are all committed (e.g. after a multi-node build)."""
+    started = time.perf_counter()
+    out_dir = os.path.abspath(out)
+    with OutputLock(os.path.join(layout.state_dir(out_dir), "lock"), shared=True):
+        state = resume.load_state(out_dir)
+        names = resume.planned_names(state)
+        finished, missing = resume.committed(out_dir, names, state["fingerprint"])
+        if missing:
+            shown = ", ".join(missing[:3]) + (", ..." if len(missing) > 3 else "")
+            raise OutputError(
+                f"{out_dir}: {len(missing)} of {len(names)} shards are not finished ({shown}); rerun the nodes that build them"
+            )
+        doc = _publish_outputs(out_dir, state, list(finished.values()), {"finalized": True}, fsync)
+    return BuildResult(out_dir, doc, 0, len(finished), doc["totals"]["records"], 0, doc["errors"]["skipped"], time.perf_counter() - started)
+
+
+def _publish_state(out_dir: str, state: dict[str, Any], num_nodes: int, fsync: bool) -> dict[str, Any]:
+    path = os.path.join(layout.state_dir(out_dir), "build.json")
+    if num_nodes == 1:
+        layout.write_json(path, state, fsync)
+        return state
+    if layout.create_json_once(path, state):
+        return state
+    published = resume.load_state(out_dir)  # another node was first: its plan is the plan
+    if published.get("fingerprint") != state["fingerprint"]:
+        raise OutputError(
+            f"{out_dir}: another node started this build with {resume.difference(published, state)}; nodes must share config and inputs"
+        )
+    return published
+
+
+def _publish_outputs(out_dir: str, state: dict[str, Any], shards: list[ShardResult], run: dict[str, Any], fsync: bool) -> dict[str, Any]:
+    """errors.jsonl and manifest.json from the state and every shard's record."""
+    doc = manifest.make_manifest(state, shards, run)
+    errors = manifest.error_lines(state, shards)
+    errors_path = os.path.join(out_dir, layout.ERRORS)
+    if errors:
+        layout.write_atomic(errors_path, "".join(json.dumps(e) + "\n" for e in errors).encode(), fsync)
+    elif os.path.exists(errors_path):
+        os.remove(errors_path)
+    layout.write_json(os.path.join(out_dir, layout.MANIFEST), doc, fsync)
+    return doc
 
 
 def _check_options(

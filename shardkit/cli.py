@@ -78,6 +78,25 @@ def main() -> None:
     help="Flush each shard to stable storage before committing it. --no-fsync is for scratch disks: "
     "a killed build still resumes safely, but a power cut may lose recently finished shards.",
 )
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "dask"]),
+    default="local",
+    show_default=True,
+    help="local: a process pool on this machine; dask: every shard task on a Dask cluster.",
+)
+@click.option(
+    "--scheduler",
+    envvar="SHARDKIT_DASK_SCHEDULER",
+    metavar="tcp://HOST:8786",
+    help="Dask scheduler address for --executor dask [env: SHARDKIT_DASK_SCHEDULER].",
+)
+@click.option("--num-nodes", type=click.IntRange(min=1), help="Split the plan over N batch nodes [default: SLURM_ARRAY_TASK_COUNT or 1].")
+@click.option(
+    "--node-index",
+    type=click.IntRange(min=0),
+    help="This node's share, 0..N-1 [default: SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN, or JOB_COMPLETION_INDEX].",
+)
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar and no summary.")
 @click.option("--progress", "force_progress", is_flag=True, help="Show the progress bar even when stderr is not a terminal.")
 @_friendly_errors
@@ -95,6 +114,10 @@ def build(
     on_error: str,
     overwrite: bool,
     fsync: bool,
+    executor: str,
+    scheduler: str | None,
+    num_nodes: int | None,
+    node_index: int | None,
     quiet: bool,
     force_progress: bool,
 ) -> None:
@@ -104,6 +127,14 @@ def build(
     """
     from shardkit.api import build as run_build
 
+    nodes, index = _node_share(num_nodes, node_index)
+    dask_executor = None
+    if executor == "dask":
+        if not scheduler:
+            raise click.UsageError("--executor dask needs --scheduler tcp://HOST:PORT (or SHARDKIT_DASK_SCHEDULER)")
+        from shardkit.executors import DaskExecutor
+
+        dask_executor = DaskExecutor(scheduler)
     result = run_build(
         indexes,
         out,
@@ -119,8 +150,18 @@ def build(
         overwrite=overwrite,
         fsync=fsync,
         progress=False if quiet else (True if force_progress else None),
+        executor=dask_executor,
+        num_nodes=nodes,
+        node_index=index,
     )
     if quiet:
+        return
+    if result.manifest is None:
+        click.echo(
+            f"node {index} of {nodes}: built {_plural(result.shards_built, 'shard')}, {result.shards_reused} kept; "
+            f"{result.shards_missing} shards of other nodes are not finished yet. The last node to finish writes the "
+            f"manifest, or run: shardkit finalize {result.out_dir}"
+        )
         return
     splits = ", ".join(
         f"{name} {s['records']} records in {_plural(len(s['shards']), 'shard')}" for name, s in result.manifest["splits"].items()
@@ -131,6 +172,35 @@ def build(
     if result.skipped:
         click.echo(f"skipped {result.skipped} bad entries: see {result.out_dir}/errors.jsonl", err=True)
     click.echo(f"manifest: {result.out_dir}/manifest.json")
+
+
+def _node_share(num_nodes: int | None, node_index: int | None) -> tuple[int, int]:
+    """--num-nodes/--node-index, defaulting from SLURM array jobs or Kubernetes indexed jobs."""
+    env = os.environ
+    if num_nodes is None and "SLURM_ARRAY_TASK_COUNT" in env:
+        num_nodes = int(env["SLURM_ARRAY_TASK_COUNT"])
+    if node_index is None:
+        if "SLURM_ARRAY_TASK_ID" in env:
+            node_index = int(env["SLURM_ARRAY_TASK_ID"]) - int(env.get("SLURM_ARRAY_TASK_MIN", "0"))
+        elif "JOB_COMPLETION_INDEX" in env:
+            node_index = int(env["JOB_COMPLETION_INDEX"])
+    nodes = num_nodes or 1
+    if nodes > 1 and node_index is None:
+        raise click.UsageError("--num-nodes needs --node-index (or SLURM_ARRAY_TASK_ID / JOB_COMPLETION_INDEX)")
+    return nodes, node_index or 0
+
+
+@main.command()
+@click.argument("out", type=click.Path(exists=True, file_okay=False, path_type=str))
+@_friendly_errors
+def finalize(out: str) -> None:
+    """Write OUT's manifest once every shard of a multi-node build is committed."""
+    from shardkit.api import finalize as run_finalize
+
+    result = run_finalize(out)
+    assert result.manifest is not None
+    splits = ", ".join(f"{name} {s['records']} records" for name, s in result.manifest["splits"].items())
+    click.echo(f"finalized {result.shards_reused} shards: {splits}\nmanifest: {result.out_dir}/manifest.json")
 
 
 COMPRESSION = click.Choice(["auto", "none", "gzip", "zlib"])

@@ -140,5 +140,54 @@ def _worker_pids(pool: Any) -> set[int]:
     return {p.pid for p in processes if p.pid is not None}
 
 
+def _run_on_dask(task: ShardTask) -> ShardResult:
+    restore = _pin_threads() if task.settings.config.augment is not None else None
+    try:
+        return run_task(task)
+    finally:
+        if restore is not None:
+            restore()
+
+
+class DaskExecutor:
+    """Submits each shard task to a Dask cluster (``pip install shardkit[dask]``).
+
+    Any deployment works: ``dask scheduler`` + ``dask worker`` by hand, dask-jobqueue on
+    SLURM/PBS, Kubernetes. Inputs and OUT must be on a filesystem every worker sees. A worker
+    that dies costs only its shard: Dask reruns the task elsewhere, and the atomic commit keeps
+    the half-written file invisible. Progress comes per finished shard.
+    """
+
+    def __init__(self, address: str, connect_timeout: float = 30) -> None:
+        self.address = address
+        self.connect_timeout = connect_timeout
+
+    def run(self, tasks: Sequence[ShardTask], on_progress: OnProgress, on_shard: OnShard) -> list[ShardResult]:
+        try:
+            from distributed import Client, as_completed
+        except ImportError:
+            raise WorkerError("--executor dask needs the dask extra: pip install 'shardkit[dask]'") from None
+        if not tasks:
+            return []
+        try:
+            client = Client(self.address, timeout=self.connect_timeout, set_as_default=False)  # type: ignore[no-untyped-call]
+        except OSError as exc:
+            raise WorkerError(f"cannot reach the Dask scheduler at {self.address}: {exc}") from None
+        with client:
+            keys = [f"shardkit-{t.settings.fingerprint[:12]}-{t.name}" for t in tasks]
+            futures = client.map(_run_on_dask, tasks, key=keys, pure=False)
+            results = []
+            try:
+                for future in as_completed(futures):  # type: ignore[no-untyped-call]
+                    result: ShardResult = future.result()  # re-raises a worker's exception (EntryError, ...)
+                    on_progress(result.records)
+                    on_shard(result)
+                    results.append(result)
+            except BaseException:
+                client.cancel(futures)  # type: ignore[no-untyped-call]
+                raise
+            return results
+
+
 def default_workers() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

@@ -16,6 +16,7 @@ import glob
 import json
 import os
 import uuid
+from collections.abc import Iterable
 from typing import Any
 
 STATE_DIR = ".shardkit"
@@ -32,8 +33,11 @@ def temp_path(out: str, name: str, tag: str) -> str:
     return os.path.join(out, f".{name}{_INCOMPLETE}{tag}")
 
 
-def temp_files(out: str) -> list[str]:
-    return sorted(glob.glob(os.path.join(glob.escape(out), f".*{_INCOMPLETE}*")))
+def temp_files(out: str, names: Iterable[str] | None = None) -> list[str]:
+    """Temporary files in OUT: all of them, or only those of the shards ``names``."""
+    if names is None:
+        return sorted(glob.glob(os.path.join(glob.escape(out), f".*{_INCOMPLETE}*")))
+    return sorted(p for name in names for p in glob.glob(os.path.join(glob.escape(out), f".{glob.escape(name)}{_INCOMPLETE}*")))
 
 
 def shard_record_path(out: str, name: str) -> str:
@@ -80,6 +84,28 @@ def write_atomic(path: str, data: bytes, durable: bool = True) -> None:
         raise
     if durable:
         fsync_dir(folder)
+
+
+def create_json_once(path: str, obj: Any) -> bool:
+    """Publish ``obj`` at ``path`` unless something is there already; True if this call won.
+
+    Nodes of one build race to write the plan: link(2) of a complete temp file is atomic and
+    fails if the name exists, so exactly one plan is published and nobody sees half of one.
+    """
+    folder = os.path.dirname(path) or "."
+    os.makedirs(folder, exist_ok=True)
+    temp = os.path.join(folder, f".{os.path.basename(path)}{_INCOMPLETE}{uuid.uuid4().hex[:8]}")
+    with open(temp, "wb") as f:
+        f.write((json.dumps(obj, indent=2) + "\n").encode())
+        f.flush()
+        flush_to_disk(f.fileno())
+    try:
+        os.link(temp, path)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        os.remove(temp)
 
 
 def write_json(path: str, obj: Any, durable: bool = True) -> None:

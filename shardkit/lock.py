@@ -17,15 +17,19 @@ from shardkit.errors import OutputError
 
 
 class OutputLock:
-    def __init__(self, path: str) -> None:
+    """``shared`` is for the nodes of one multi-node build (each also holds its own node lock);
+    a single-machine build holds it exclusively, so the two kinds never mix in one OUT."""
+
+    def __init__(self, path: str, shared: bool = False) -> None:
         self.path = path
+        self.shared = shared
         self._fd: int | None = None
 
     def acquire(self) -> None:
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, (fcntl.LOCK_SH if self.shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = _describe(fd)
             os.close(fd)
@@ -33,9 +37,10 @@ class OutputLock:
                 f"{os.path.dirname(os.path.dirname(self.path))}: another build is writing here ({holder}); "
                 "wait for it to finish, or choose another output folder"
             ) from None
-        os.ftruncate(fd, 0)
-        info = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        os.write(fd, json.dumps(info).encode())
+        if not self.shared:  # shared holders leave the text alone: several hold it at once
+            os.ftruncate(fd, 0)
+            info = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+            os.write(fd, json.dumps(info).encode())
         self._fd = fd
 
     def release(self) -> None:
@@ -55,6 +60,8 @@ class OutputLock:
 def _describe(fd: int) -> str:
     try:
         info = json.loads(os.pread(fd, 4096, 0) or b"{}")
+        if not info:
+            return "a multi-node build's nodes"
         return f"pid {info.get('pid')} on host {info.get('host')}, since {info.get('since')}"
     except (OSError, ValueError):
         return "holder unknown"

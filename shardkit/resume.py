@@ -15,7 +15,7 @@ from typing import Any
 from shardkit import __version__, layout, manifest
 from shardkit.config import Config
 from shardkit.errors import OutputError
-from shardkit.plan import ShardTask
+from shardkit.plan import ShardTask, shard_name
 from shardkit.worker import ShardResult
 
 STATE_VERSION = 1
@@ -67,16 +67,43 @@ def owned_files(out_dir: str) -> list[str]:
 
 
 def finished_shards(out_dir: str, tasks: Sequence[ShardTask], fingerprint: str) -> dict[str, ShardResult]:
-    """Shards whose record matches this build and whose file has the recorded size."""
+    """Shards of ``tasks`` whose record matches this build and whose file has the recorded size;
+    the files of the others (a shard without its record, a stale record) are removed."""
+    done, missing = committed(out_dir, [t.name for t in tasks], fingerprint)
+    for name in missing:
+        for stale in (os.path.join(out_dir, name), layout.shard_record_path(out_dir, name)):
+            if os.path.exists(stale):
+                os.remove(stale)
+    return done
+
+
+def load_state(out_dir: str) -> dict[str, Any]:
+    path = os.path.join(layout.state_dir(out_dir), "build.json")
+    try:
+        state: dict[str, Any] = layout.read_json(path)
+    except (OSError, ValueError) as exc:
+        raise OutputError(f"{out_dir}: no readable shardkit build state ({path}: {exc})") from None
+    return state
+
+
+def planned_names(state: dict[str, Any]) -> list[str]:
+    """Every shard the build's plan has, from its state alone."""
+    compression = state["parameters"]["compression"]
+    return [
+        shard_name(split, i, plan["num_shards"], compression) for split, plan in state["splits"].items() for i in range(plan["num_shards"])
+    ]
+
+
+def committed(out_dir: str, names: Sequence[str], fingerprint: str) -> tuple[dict[str, ShardResult], list[str]]:
+    """(finished shards, names not finished yet) among ``names``; reads records, deletes nothing."""
     records = manifest.load_shard_records(out_dir)
     done: dict[str, ShardResult] = {}
-    for task in tasks:
-        record = records.get(task.name)
-        path = os.path.join(out_dir, task.name)
+    missing = []
+    for name in names:
+        record = records.get(name)
+        path = os.path.join(out_dir, name)
         if record is not None and record.fingerprint == fingerprint and os.path.exists(path) and os.path.getsize(path) == record.bytes:
-            done[task.name] = record
+            done[name] = record
         else:
-            for stale in (path, layout.shard_record_path(out_dir, task.name)):
-                if os.path.exists(stale):
-                    os.remove(stale)
-    return done
+            missing.append(name)
+    return done, missing
