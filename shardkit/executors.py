@@ -170,7 +170,7 @@ class DaskExecutor:
         if not tasks:
             return []
         try:
-            client = Client(self.address, timeout=self.connect_timeout, set_as_default=False)  # type: ignore[no-untyped-call]
+            client = Client(self.address, timeout=self.connect_timeout)  # type: ignore[no-untyped-call]
         except OSError as exc:
             raise WorkerError(f"cannot reach the Dask scheduler at {self.address}: {exc}") from None
         with client:

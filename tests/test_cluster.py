@@ -1,0 +1,167 @@
+"""Past one machine: a real Dask scheduler and workers on 127.0.0.1, and N batch nodes as processes."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import shardkit
+from shardkit import demo
+from shardkit.errors import OutputError
+from shardkit.verify import verify
+from tests.tfread import raw_records
+
+pytest.importorskip("distributed")
+
+CONFIG = """\
+features:
+  image: {kind: image, column: 0, encoding: jpeg, quality: 90}
+  mask: {kind: mask, column: 1}
+augment:
+  copies: 2
+  keep_original: true
+  pipeline:
+    - {__class_fullname__: HorizontalFlip, p: 0.5}
+    - {__class_fullname__: RandomBrightnessContrast, p: 0.9}
+"""
+ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = demo.make_segmentation(tmp_path_factory.mktemp("cluster"), train=120, val=30, width=160, height=120)
+    (root / "config.yaml").write_text(CONFIG)
+    return root
+
+
+BUILD = {"records_per_shard": 6, "seed": 5, "progress": False}
+
+
+@pytest.fixture(scope="module")
+def local(data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("local") / "out"
+    shardkit.build([data], out, config=str(data / "config.yaml"), workers=2, **BUILD)
+    return out
+
+
+def same_records(a: Path, b: Path) -> None:
+    for split in ("train", "val"):
+        assert raw_records(str(a), split) == raw_records(str(b), split)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def dask_cluster(workers: int) -> Iterator[tuple[str, list[subprocess.Popen[bytes]]]]:
+    """A real `dask scheduler` and `dask worker` processes on loopback, always torn down."""
+    from distributed import Client
+
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    dask = [sys.executable, "-m", "distributed.cli.dask_scheduler"]
+    procs = [subprocess.Popen([*dask, "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"], env=ENV,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)]  # fmt: skip
+    worker_cmd = [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1", "--no-nanny",
+                  "--host", "127.0.0.1", "--no-dashboard", "--death-timeout", "60"]  # fmt: skip
+    try:
+        time.sleep(0.5)
+        worker_procs = [
+            subprocess.Popen(worker_cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+            for _ in range(workers)
+        ]
+        procs += worker_procs
+        with Client(address, timeout=60) as client:
+            client.wait_for_workers(workers, timeout=120)
+        yield address, worker_procs
+    finally:
+        for proc in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        for proc in procs:
+            proc.wait(timeout=30)
+
+
+@pytest.mark.slow
+def test_dask_build_equals_local_and_survives_a_killed_worker(data: Path, local: Path, tmp_path: Path) -> None:
+    from shardkit.executors import DaskExecutor
+
+    with dask_cluster(2) as (address, workers):
+        out = tmp_path / "dask"
+        result = shardkit.build([data], out, config=str(data / "config.yaml"), executor=DaskExecutor(address), **BUILD)
+        assert result.shards_built == 25
+        same_records(out, local)
+
+        # Now through the CLI in a subprocess, killing one worker while shards are in flight.
+        out2 = tmp_path / "dask-killed"
+        cmd = [sys.executable, "-m", "shardkit.cli", "build", str(data), "-o", str(out2), "-c", str(data / "config.yaml"),
+               "--records-per-shard", "6", "--seed", "5", "--executor", "dask", "-q"]  # fmt: skip
+        build = subprocess.Popen(cmd, env={**ENV, "SHARDKIT_DASK_SCHEDULER": address}, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 120
+        while len(list((out2 / ".shardkit" / "shards").glob("*.json")) if (out2 / ".shardkit" / "shards").exists() else []) < 3:
+            assert build.poll() is None and time.monotonic() < deadline, "the build ended before the kill"
+            time.sleep(0.01)
+        os.killpg(workers[0].pid, signal.SIGKILL)
+        _, err = build.communicate(timeout=300)
+        assert build.returncode == 0, err.decode()
+    assert verify([str(out2)]).ok
+    same_records(out2, local)
+
+
+def _node(data: Path, out: Path, index: int, config: str = "config.yaml") -> subprocess.Popen[bytes]:
+    cmd = [sys.executable, "-m", "shardkit.cli", "build", str(data), "-o", str(out), "-c", str(data / config),
+           "--records-per-shard", "6", "--seed", "5", "-w", "1", "--num-nodes", "3", "--node-index", str(index)]  # fmt: skip
+    return subprocess.Popen(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+
+
+@pytest.mark.slow
+def test_three_nodes_one_killed_and_rerun_equal_the_local_build(data: Path, local: Path, tmp_path: Path) -> None:
+    out = tmp_path / "nodes"
+    victim = _node(data, out, 1)
+    deadline = time.monotonic() + 120
+    while not list(out.glob(".*.incomplete-*")) and not list(out.glob("*.tfrecord")):
+        assert victim.poll() is None and time.monotonic() < deadline
+        time.sleep(0.005)
+    os.killpg(victim.pid, signal.SIGKILL)
+    victim.wait(timeout=30)
+    others = [_node(data, out, 0), _node(data, out, 2)]
+    outputs = [p.communicate(timeout=300) for p in others]
+    assert all(p.returncode == 0 for p in others), [e.decode() for _, e in outputs]
+    assert not (out / "manifest.json").exists()  # node 1's share is missing
+    assert b"shards of other nodes are not finished yet" in outputs[0][0] + outputs[1][0]
+    finalize = subprocess.run([sys.executable, "-m", "shardkit.cli", "finalize", str(out)], env=ENV, capture_output=True)
+    assert finalize.returncode == 1 and b"shards are not finished" in finalize.stderr + finalize.stdout
+
+    rerun = _node(data, out, 1)  # the pre-empted node resumes its share and, being last, writes the manifest
+    stdout, stderr = rerun.communicate(timeout=300)
+    assert rerun.returncode == 0, stderr.decode()
+    assert (out / "manifest.json").exists() and b"manifest:" in stdout
+    assert verify([str(out)]).ok
+    same_records(out, local)
+    (out / "manifest.json").unlink()
+    done = subprocess.run([sys.executable, "-m", "shardkit.cli", "finalize", str(out)], env=ENV, capture_output=True)
+    assert done.returncode == 0 and (out / "manifest.json").exists()
+
+
+def test_nodes_with_different_config_are_refused(data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "mixed"
+    shardkit.build([data / "val.txt"], out, workers=1, num_nodes=2, node_index=0, progress=False)
+    with pytest.raises(OutputError, match="different config"):
+        shardkit.build([data / "val.txt"], out, config=str(data / "config.yaml"), workers=1, num_nodes=2, node_index=1, progress=False)
+    with pytest.raises(OutputError, match="another build is writing here"):
+        from shardkit.lock import OutputLock
+
+        with OutputLock(str(out / ".shardkit" / "lock.node-1")):
+            shardkit.build([data / "val.txt"], out, workers=1, num_nodes=2, node_index=1, progress=False)
