@@ -183,6 +183,43 @@ def run_shardkit(root: Path, out: Path, workers: int, augment: bool, fsync: bool
     return result.records, time.perf_counter() - started
 
 
+def run_dask(root: Path, out: Path, workers: int) -> tuple[int, float]:
+    """The same augmented build through a Dask LocalCluster of ``workers`` single-threaded processes."""
+    from distributed import LocalCluster, Worker
+
+    import shardkit
+    from shardkit.config import parse_config
+    from shardkit.executors import DaskExecutor
+
+    features = {"image": {"kind": "image", "column": 0, "encoding": "jpeg", "quality": QUALITY}, "mask": {"kind": "mask", "column": 1}}
+    config = parse_config({"features": features, "augment": {"copies": 1, "pipeline": PIPELINE}})
+    import dask
+
+    # Dask's statistical profiler samples every worker's stack every 10 ms holding the GIL: for
+    # CPU-bound Python tasks that costs 10-30 %. Builds do not need it (nor does any batch job).
+    with (
+        dask.config.set({"distributed.worker.profile.enabled": False}),
+        LocalCluster(
+            n_workers=workers,
+            threads_per_worker=1,
+            host="127.0.0.1",
+            dashboard_address=None,
+            processes=True,
+            worker_class=Worker,  # no nanny process per worker competing for the cores
+        ) as cluster,
+    ):
+        from distributed import Client
+
+        with Client(cluster.scheduler_address) as client:  # a long-lived cluster's workers have imported these already
+            client.run(lambda: [__import__(m) for m in ("albumentations", "cv2", "shardkit.worker", "shardkit.augment")])
+        shutil.rmtree(out, ignore_errors=True)
+        started = time.perf_counter()
+        result = shardkit.build(
+            [root / "classic"], out, config=config, workers=workers, progress=False, executor=DaskExecutor(cluster.scheduler_address)
+        )
+        return result.records, time.perf_counter() - started
+
+
 def run_cp(root: Path, out: Path, sync: bool) -> float:
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
@@ -200,6 +237,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs of each contender, interleaved; the best counts")
     parser.add_argument("--data", type=Path, default=ROOT / "bench-data")
     parser.add_argument("--skip-baseline", action="store_true", help="skip (b), which needs TensorFlow")
+    parser.add_argument("--scaling", action="store_true", help="only the scaling table: 1..cores workers, and Dask")
     args = parser.parse_args()
 
     t0 = time.perf_counter()
@@ -207,6 +245,12 @@ def main() -> None:
     print(f"data: {args.images} images 640x480 + masks in {root} (made/checked in {time.perf_counter() - t0:.1f}s)")
     print(f"machine: {os.cpu_count()} cores, workers={args.workers}, python {sys.version.split()[0]}, best of {args.repeat} runs")
     scratch = Path(tempfile.mkdtemp(prefix="shardkit-bench-", dir=args.data))
+    if args.scaling:
+        try:
+            scaling_table(root, scratch, args.repeat)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        return
     contenders: dict[str, Callable[[], tuple[int, float]]] = {
         "(a) floor: decode+augment+encode, bytes dropped": lambda: run_floor(root, args.workers),
         "(c) shardkit build": lambda: run_shardkit(root, scratch / "shardkit", args.workers, augment=True),
@@ -249,6 +293,31 @@ def main() -> None:
         print(f"pass-through (fsync) / cp          = {raw / cp:.2f}x")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def scaling_table(root: Path, scratch: Path, repeat: int) -> None:
+    """images/s at 1, 2, ... workers, and through Dask with 2 local workers; parallel efficiency."""
+    cores = os.cpu_count() or 1
+    counts = sorted({1, 2, *range(4, cores + 1, 4), cores} & set(range(1, cores + 1)))
+    for path in root.rglob("*"):
+        if path.is_file():
+            path.read_bytes()
+    best: dict[str, float] = {}
+    for _ in range(repeat):
+        for n in counts:
+            images, t = run_shardkit(root, scratch / "scale", n, augment=True)
+            best[f"pool {n}"] = max(best.get(f"pool {n}", 0), images / t)
+        images, t = run_dask(root, scratch / "dask", min(2, cores))
+        best["dask 2"] = max(best.get("dask 2", 0), images / t)
+    one = best["pool 1"]
+    print(f"\n{'executor':12} {'workers':>7} {'images/s':>9} {'efficiency':>10}")
+    for n in counts:
+        rate = best[f"pool {n}"]
+        print(f"{'local pool':12} {n:7d} {rate:9.1f} {rate / (n * one):10.2f}")
+    n = min(2, cores)
+    print(f"{'dask':12} {n:7d} {best['dask 2']:9.1f} {best['dask 2'] / (n * one):10.2f}")
+    print(f"\ndask / local pool at {n} workers = {best['dask 2'] / best[f'pool {n}']:.2f}x   (target >= 0.9x: within 10 %)")
+    print("efficiency = rate / (workers x rate at 1 worker)   (target >= 0.9)")
 
 
 if __name__ == "__main__":

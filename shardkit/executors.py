@@ -174,8 +174,13 @@ class DaskExecutor:
         except OSError as exc:
             raise WorkerError(f"cannot reach the Dask scheduler at {self.address}: {exc}") from None
         with client:
-            keys = [f"shardkit-{t.settings.fingerprint[:12]}-{t.name}" for t in tasks]
-            futures = client.map(_run_on_dask, tasks, key=keys, pure=False)
+            # One task group per shard (Dask groups keys by their prefix up to the first '-'): as one
+            # group, Dask co-assigns consecutive "root" tasks to one worker, which put the two big
+            # train shards on the same worker and left the other idle. Bigger shards go first.
+            futures = [
+                client.submit(_run_on_dask, t, key=_dask_key(t), pure=False, priority=len(t.entries))
+                for t in tasks
+            ]
             results = []
             try:
                 for future in as_completed(futures):  # type: ignore[no-untyped-call]
@@ -187,6 +192,11 @@ class DaskExecutor:
                 client.cancel(futures)  # type: ignore[no-untyped-call]
                 raise
             return results
+
+
+def _dask_key(task: ShardTask) -> str:
+    # No '-' anywhere: Dask's group name is the key up to its first '-'-separated number.
+    return f"shardkit.{task.name}.{task.settings.fingerprint[:12]}".replace("-", ".")
 
 
 def default_workers() -> int:
