@@ -177,10 +177,7 @@ class DaskExecutor:
             # One task group per shard (Dask groups keys by their prefix up to the first '-'): as one
             # group, Dask co-assigns consecutive "root" tasks to one worker, which put the two big
             # train shards on the same worker and left the other idle. Bigger shards go first.
-            futures = [
-                client.submit(_run_on_dask, t, key=_dask_key(t), pure=False, priority=len(t.entries))
-                for t in tasks
-            ]
+            futures = [client.submit(_run_on_dask, t, key=_dask_key(t), pure=False, priority=len(t.entries)) for t in tasks]
             results = []
             try:
                 for future in as_completed(futures):  # type: ignore[no-untyped-call]

@@ -34,21 +34,32 @@ def prepare_state(
         "inputs": inputs,
         "config": cfg.to_dict(),
     }
-    old: dict[str, Any] | None = None
-    if os.path.exists(state_path):
-        try:
-            old = layout.read_json(state_path)
-        except (OSError, ValueError):
-            old = None
-    if old is not None and old.get("fingerprint") == fingerprint and old.get("version") == STATE_VERSION and "splits" in old:
+
+    def same_build(state: dict[str, Any]) -> bool:
+        return state.get("fingerprint") == fingerprint and state.get("version") == STATE_VERSION and "splits" in state
+
+    old = _read_state(state_path)
+    if old is not None and same_build(old):
         return old
     leftovers = owned_files(out_dir)
+    if old is None and leftovers:
+        old = _read_state(state_path)  # another node of this build may have published its plan a moment ago
+        if old is not None and same_build(old):
+            return old
     if (old is not None or leftovers) and not overwrite:
         what = difference(old, fresh) if old is not None else "it holds shards or a manifest from an unknown build"
         raise OutputError(f"{out_dir}: already holds a different build ({what}); use --overwrite to replace it, or another output folder")
     for path in leftovers:
         os.remove(path)
     return fresh
+
+
+def _read_state(path: str) -> dict[str, Any] | None:
+    try:
+        state: dict[str, Any] = layout.read_json(path)
+    except (OSError, ValueError):
+        return None
+    return state
 
 
 def difference(old: dict[str, Any], new: dict[str, Any]) -> str:
