@@ -68,6 +68,7 @@ def build(
     executor: Executor | None = None,
     num_nodes: int = 1,
     node_index: int = 0,
+    index: bool = True,
 ) -> BuildResult:
     """Build TFRecord shards from index files (or an ImageFolder tree) into ``out``.
 
@@ -78,7 +79,8 @@ def build(
 
     ``num_nodes``/``node_index`` build one node's share of the global plan into a shared OUT;
     the node that finds every shard committed writes the manifest (``manifest`` is None on the
-    others), or ``finalize(out)`` does it afterwards.
+    others), or ``finalize(out)`` does it afterwards. ``index`` writes ``NAME.idx`` beside each
+    uncompressed shard (byte offset and length per record, as DALI and the ``tfrecord`` package use).
     """
     started = time.perf_counter()
     workers = workers if workers is not None else default_workers()
@@ -94,7 +96,7 @@ def build(
     parse_errors: dict[str, list[EntryError]] = {name: [] for name in rows}
     entries = {name: list(to_entries(split_rows, cfg, on_error, parse_errors[name])) for name, split_rows in rows.items()}
     cfg = collect_classes(cfg, entries)
-    parameters = {"seed": seed, "compression": compression, "records_per_shard": records_per_shard, "split": split}
+    parameters = {"seed": seed, "compression": compression, "records_per_shard": records_per_shard, "split": split, "index": index}
     fingerprint = _fingerprint(cfg, parameters, inputs)
 
     os.makedirs(out_dir, exist_ok=True)
@@ -112,7 +114,7 @@ def build(
                 for e in errors
             ]
             state = _publish_state(out_dir, state, num_nodes, fsync)
-        settings = BuildSettings(out_dir, cfg, seed, compression, on_error, fingerprint, fsync)
+        settings = BuildSettings(out_dir, cfg, seed, compression, on_error, fingerprint, fsync, index)
         tasks = [
             task
             for name, split_entries in entries.items()

@@ -79,6 +79,12 @@ def main() -> None:
     "a killed build still resumes safely, but a power cut may lose recently finished shards.",
 )
 @click.option(
+    "--index/--no-index",
+    default=True,
+    show_default=True,
+    help="Write NAME.idx beside each uncompressed shard (offset and length per record, for DALI and PyTorch readers).",
+)
+@click.option(
     "--executor",
     type=click.Choice(["local", "dask"]),
     default="local",
@@ -114,6 +120,7 @@ def build(
     on_error: str,
     overwrite: bool,
     fsync: bool,
+    index: bool,
     executor: str,
     scheduler: str | None,
     num_nodes: int | None,
@@ -127,7 +134,7 @@ def build(
     """
     from shardkit.api import build as run_build
 
-    nodes, index = _node_share(num_nodes, node_index)
+    nodes, node = _node_share(num_nodes, node_index)
     dask_executor = None
     if executor == "dask":
         if not scheduler:
@@ -152,13 +159,14 @@ def build(
         progress=False if quiet else (True if force_progress else None),
         executor=dask_executor,
         num_nodes=nodes,
-        node_index=index,
+        node_index=node,
+        index=index,
     )
     if quiet:
         return
     if result.manifest is None:
         click.echo(
-            f"node {index} of {nodes}: built {_plural(result.shards_built, 'shard')}, {result.shards_reused} kept; "
+            f"node {node} of {nodes}: built {_plural(result.shards_built, 'shard')}, {result.shards_reused} kept; "
             f"{result.shards_missing} shards of other nodes are not finished yet. The last node to finish writes the "
             f"manifest, or run: shardkit finalize {result.out_dir}"
         )
@@ -343,6 +351,32 @@ def snapshot_materialize(
         click.echo(f"{result.path} is up to date ({result.records} records, same source and preprocess code): nothing to do")
     else:
         click.echo(f"materialized {result.records} records ({result.bytes / 1e6:.1f} MB) into {result.path} in {result.seconds:.1f}s")
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True)
+@click.option("-w", "--workers", type=click.IntRange(min=1), help="Files indexed in parallel (default: the usable cores).")
+@click.option("--compression", type=COMPRESSION, default="auto", show_default=True)
+def index(paths: tuple[str, ...], workers: int | None, compression: str) -> None:
+    """Write NAME.idx beside existing TFRecord files (offset and length per record, for DALI and PyTorch).
+
+    Every record's CRCs are checked on the way; each index is written atomically. Compressed
+    files cannot be indexed (readers seek in the uncompressed bytes).
+    """
+    from shardkit.errors import ShardkitError
+    from shardkit.executors import default_workers
+    from shardkit.indexing import index_files
+    from shardkit.targets import expand
+
+    try:
+        targets = expand(paths)
+    except ShardkitError as exc:
+        raise click.ClickException(str(exc)) from None
+    files = targets.files + [os.path.join(o.path, shard["name"]) for o in targets.outputs for _, shard in o.shards()]
+    reports = index_files(files, workers or default_workers(), compression)
+    for r in reports:
+        click.echo(f"OK      {r.index} ({r.records} records)" if r.problem is None else f"FAILED  {r.path}: {r.problem}")
+    sys.exit(0 if all(r.problem is None for r in reports) else 1)
 
 
 def _plural(n: int, word: str) -> str:

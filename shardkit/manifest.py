@@ -81,6 +81,7 @@ def make_manifest(state: Mapping[str, Any], shards: Iterable[ShardResult], run: 
                     "bytes": s.bytes,
                     "crc32c": s.crc32c,
                     "entries": s.entries,
+                    "index": s.index_file,
                     "covers": [list(c) for c in s.covers],
                 }
                 for s in mine

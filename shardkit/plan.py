@@ -29,6 +29,7 @@ class BuildSettings:
     on_error: str  # "fail" or "skip"
     fingerprint: str
     fsync: bool = True  # flush each shard to stable storage before its rename; off only for scratch disks
+    index: bool = True  # write NAME.idx (offset and length per record) beside uncompressed shards
 
 
 @dataclasses.dataclass(frozen=True)

@@ -16,6 +16,7 @@ from shardkit import __version__, layout, manifest
 from shardkit.config import Config
 from shardkit.errors import OutputError
 from shardkit.plan import ShardTask, shard_name
+from shardkit.tfrecord import INDEX_SUFFIX
 from shardkit.worker import ShardResult
 
 STATE_VERSION = 1
@@ -69,7 +70,7 @@ def difference(old: dict[str, Any], new: dict[str, Any]) -> str:
 
 def owned_files(out_dir: str) -> list[str]:
     """Files in OUT that a shardkit build writes (and --overwrite may delete); nothing else."""
-    patterns = ["*-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9].tfrecord*", layout.MANIFEST, layout.ERRORS]
+    patterns = ["*-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9].tfrecord*", layout.MANIFEST, layout.ERRORS]  # .idx too
     found = [p for pattern in patterns for p in glob.glob(os.path.join(glob.escape(out_dir), pattern))]
     state = layout.state_dir(out_dir)
     found += glob.glob(os.path.join(glob.escape(state), "shards", "*.json"))
@@ -82,7 +83,7 @@ def finished_shards(out_dir: str, tasks: Sequence[ShardTask], fingerprint: str) 
     the files of the others (a shard without its record, a stale record) are removed."""
     done, missing = committed(out_dir, [t.name for t in tasks], fingerprint)
     for name in missing:
-        for stale in (os.path.join(out_dir, name), layout.shard_record_path(out_dir, name)):
+        for stale in (os.path.join(out_dir, name), os.path.join(out_dir, name + INDEX_SUFFIX), layout.shard_record_path(out_dir, name)):
             if os.path.exists(stale):
                 os.remove(stale)
     return done
@@ -113,7 +114,14 @@ def committed(out_dir: str, names: Sequence[str], fingerprint: str) -> tuple[dic
     for name in names:
         record = records.get(name)
         path = os.path.join(out_dir, name)
-        if record is not None and record.fingerprint == fingerprint and os.path.exists(path) and os.path.getsize(path) == record.bytes:
+        index_ok = record is None or record.index_file is None or os.path.exists(os.path.join(out_dir, record.index_file))
+        if (
+            record is not None
+            and record.fingerprint == fingerprint
+            and os.path.exists(path)
+            and os.path.getsize(path) == record.bytes
+            and index_ok
+        ):
             done[name] = record
         else:
             missing.append(name)

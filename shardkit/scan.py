@@ -26,6 +26,7 @@ _U32 = struct.Struct("<I")
 COMPRESSIONS = ("none", "gzip", "zlib")
 
 OnRecord = Callable[[int, int, memoryview], None]  # (record index, stream offset, payload)
+OnFrame = Callable[[int, int], None]  # (stream offset, framed length) of every valid record
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,7 +139,12 @@ class _Source:
 
 
 def scan(
-    path: str, compression: str = "auto", on_record: OnRecord | None = None, limit: int | None = None, checksum: bool = True
+    path: str,
+    compression: str = "auto",
+    on_record: OnRecord | None = None,
+    limit: int | None = None,
+    checksum: bool = True,
+    on_frame: OnFrame | None = None,
 ) -> ScanResult:
     """Walk every record of ``path`` (or the first ``limit``), checking framing and CRCs.
 
@@ -162,24 +168,26 @@ def scan(
         kind = detect_compression(head) if compression == "auto" else compression
         source = _Source(f, kind)
         try:
-            records, error, offset = _walk(source, on_record, limit, kind)
+            records, error, offset = _walk(source, on_record, limit, kind, on_frame)
             while checksum and source.read_raw():
                 pass  # the walk stopped early: finish the file checksum
         except OSError as exc:
             return ScanResult(path, kind, 0, source.file_bytes, "", f"cannot read: {exc.strerror or exc}")
         if error and records == 0 and kind == "zlib" and compression == "auto" and error.startswith("cannot read zlib"):
             f.close()
-            return scan(path, "none", on_record, limit, checksum)  # only guessed zlib: a damaged plain file
+            return scan(path, "none", on_record, limit, checksum, on_frame)  # only guessed zlib: a damaged plain file
         result = ScanResult(path, kind, records, source.file_bytes, f"{source.file_crc:08x}" if checksum else "")
         if error:
             return dataclasses.replace(result, error=error, error_record=records, error_offset=offset)
         return result
 
 
-def _walk(source: _Source, on_record: OnRecord | None, limit: int | None, kind: str = "none") -> tuple[int, str | None, int]:
+def _walk(
+    source: _Source, on_record: OnRecord | None, limit: int | None, kind: str = "none", on_frame: OnFrame | None = None
+) -> tuple[int, str | None, int]:
     """The record loop: returns (valid records, first error or None, stream offset of the error)."""
     try:
-        return _walk_records(source, on_record, limit)
+        return _walk_records(source, on_record, limit, on_frame)
     except _StreamError as exc:
         return exc.records, f"cannot read {kind} data: {exc.reason}", exc.offset
 
@@ -189,7 +197,7 @@ class _StreamError(Exception):
         self.records, self.offset, self.reason = records, offset, reason
 
 
-def _walk_records(source: _Source, on_record: OnRecord | None, limit: int | None) -> tuple[int, str | None, int]:
+def _walk_records(source: _Source, on_record: OnRecord | None, limit: int | None, on_frame: OnFrame | None) -> tuple[int, str | None, int]:
     buf = bytearray(CHUNK)
     view = memoryview(buf)
     start = end = 0  # valid unread bytes are buf[start:end]
@@ -267,6 +275,8 @@ def _walk_records(source: _Source, on_record: OnRecord | None, limit: int | None
             if on_record is not None and collected is not None:
                 on_record(records, offset, memoryview(collected))
             start += FOOTER_SIZE
+        if on_frame is not None:
+            on_frame(offset, need)
         offset += need
         records += 1
     return records, None, offset

@@ -38,7 +38,7 @@ class Targets:
 
 
 def is_tfrecord_name(name: str) -> bool:
-    return any(marker in name for marker in TFRECORD_MARKERS)
+    return any(marker in name for marker in TFRECORD_MARKERS) and not name.endswith((".idx", ".tfindex", ".json"))
 
 
 def load_output(folder: str) -> Output:

@@ -48,11 +48,13 @@ class RecordWriter:
         self.records = 0
         self.bytes_written = 0
         self.crc32c = 0
+        self.offsets: list[tuple[int, int]] = []  # (offset, framed length) per record, for .idx files
 
     def write(self, data: bytes) -> None:
         chunk = frame(data)
         self._file.write(chunk)
         self.crc32c = crc32c.crc32c(chunk, value=self.crc32c)
+        self.offsets.append((self.bytes_written, len(chunk)))
         self.bytes_written += len(chunk)
         self.records += 1
 
@@ -108,3 +110,11 @@ def file_crc32c(path: str, chunk_size: int = 1 << 22) -> int:
         while n := f.readinto(buf):
             crc = crc32c.crc32c(view[:n], value=crc)
     return crc
+
+
+INDEX_SUFFIX = ".idx"
+
+
+def index_text(offsets: list[tuple[int, int]]) -> bytes:
+    """The index format of DALI's and the ``tfrecord`` package's tfrecord2idx: ``offset length`` per line."""
+    return "".join(f"{offset} {length}\n" for offset, length in offsets).encode()

@@ -20,6 +20,7 @@ from shardkit import layout, scan
 from shardkit.errors import ShardkitError
 from shardkit.example import DecodeError, decode_example
 from shardkit.targets import Output, expand, is_tfrecord_name
+from shardkit.tfrecord import INDEX_SUFFIX, index_text
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,14 +113,41 @@ def _output_jobs(output: Output, deep: bool, compression: str, problems: list[st
 
 def _check(job: _Job) -> FileReport:
     checker = _DeepChecker(job.schema) if job.deep else None
-    result = scan.scan(job.path, job.compression, checker)
+    index_path = _index_path(job)
+    frames: list[tuple[int, int]] = []
+    on_frame = (lambda offset, length: frames.append((offset, length))) if index_path else None
+    result = scan.scan(job.path, job.compression, checker, on_frame=on_frame)
     if checker is not None and checker.problem and (result.ok or checker.record < result.records):
         return FileReport(job.path, result.records, result.file_bytes, result.compression, checker.problem)
     if not result.ok:
         return FileReport(job.path, result.records, result.file_bytes, result.compression, result.describe_error())
     report = FileReport(job.path, result.records, result.file_bytes, result.compression)
-    problem = _name_problem(job.path, result.compression, job.compression) or _manifest_problem(job.expected, result)
+    problem = (
+        _name_problem(job.path, result.compression, job.compression)
+        or _manifest_problem(job.expected, result)
+        or (_index_mismatch(index_path, frames) if index_path else None)
+    )
     return dataclasses.replace(report, problem=problem) if problem else report
+
+
+def _index_path(job: _Job) -> str | None:
+    """The .idx to check: the one the manifest lists, or one lying beside a plain file."""
+    if job.expected is not None:
+        name = job.expected.get("index")
+        return os.path.join(os.path.dirname(job.path), name) if name else None
+    candidate = job.path + INDEX_SUFFIX
+    return candidate if os.path.exists(candidate) else None
+
+
+def _index_mismatch(index_path: str, frames: list[tuple[int, int]]) -> str | None:
+    try:
+        with open(index_path, "rb") as f:
+            text = f.read()
+    except OSError as exc:
+        return f"its index {index_path} cannot be read: {exc.strerror}"
+    if text != index_text(frames):
+        return f"its index {os.path.basename(index_path)} does not list the file's records (shardkit index rewrites it)"
+    return None
 
 
 def _name_problem(path: str, found: str, asked: str) -> str | None:

@@ -21,7 +21,7 @@ from shardkit.entries import Entry
 from shardkit.errors import EntryError
 from shardkit.example import FeatureValue, encode_example
 from shardkit.plan import ShardTask, record_seed
-from shardkit.tfrecord import RecordWriter, file_crc32c
+from shardkit.tfrecord import INDEX_SUFFIX, RecordWriter, file_crc32c, index_text
 
 Progress = Callable[[int], None]
 
@@ -44,6 +44,7 @@ class ShardResult:
     sizes: dict[str, tuple[int, int, int, int, tuple[int, ...]]]  # image key -> (min h, max h, min w, max w, channels)
     fingerprint: str
     seconds: float
+    index_file: str | None = None  # NAME.idx beside the shard, when written
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -257,6 +258,11 @@ def run_task(task: ShardTask, progress: Progress | None = None, tick_every: floa
         else:
             size, crc = writer.bytes_written, writer.crc32c
         os.replace(temp, final)
+        index_name = None
+        if settings.index and settings.compression is None:
+            # Beside the shard, before its record: the record is the commit point for both.
+            index_name = task.name + INDEX_SUFFIX
+            layout.write_atomic(os.path.join(settings.out_dir, index_name), index_text(writer.offsets), settings.fsync)
     except BaseException:
         _remove_quietly(temp)
         raise
@@ -277,6 +283,7 @@ def run_task(task: ShardTask, progress: Progress | None = None, tick_every: floa
         sizes=writer_state.stats.sizes,
         fingerprint=settings.fingerprint,
         seconds=round(time.perf_counter() - started, 3),
+        index_file=index_name,
     )
     layout.write_shard_record(settings.out_dir, result.to_dict(), settings.fsync)
     return result

@@ -26,11 +26,16 @@ def spec_from_manifest(out: str) -> dict[str, Any]:
     return spec
 
 
+def shard_files(out: str, split: str) -> list[str]:
+    """The split's shard files on disk, by their naming pattern (not from the manifest under test)."""
+    return sorted(p for p in glob.glob(os.path.join(out, f"{split}-*-of-*.tfrecord*")) if not p.endswith(".idx"))
+
+
 def read_split(out: str, split: str, compression: str = "") -> list[dict[str, Any]]:
     """Every record of a split, in shard order, as {key: numpy value}."""
     import tensorflow as tf
 
-    files = sorted(glob.glob(os.path.join(out, f"{split}-*-of-*.tfrecord*")))
+    files = shard_files(out, split)
     assert files, f"no shards for {split} in {out}"
     spec = spec_from_manifest(out)
     records: list[dict[str, Any]] = []
@@ -54,6 +59,6 @@ def decode(data: bytes, channels: int = 0) -> np.ndarray:
 def raw_records(out: str, split: str) -> list[bytes]:
     import tensorflow as tf
 
-    files = sorted(glob.glob(os.path.join(out, f"{split}-*-of-*.tfrecord*")))
+    files = shard_files(out, split)
     compression = "GZIP" if files and files[0].endswith(".gz") else ""
     return [r.numpy() for r in tf.data.TFRecordDataset(files, compression_type=compression)]

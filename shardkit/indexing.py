@@ -1,0 +1,49 @@
+"""``NAME.idx`` files: byte offset and framed length of every record, one ``offset length`` line each.
+
+The format DALI's ``tfrecord2idx`` and the ``tfrecord`` package's ``tfrecord2idx`` write and read:
+with it, readers shard and shuffle TFRecords across workers by seeking. ``shardkit build`` writes
+it while writing each shard; ``shardkit index`` makes it for existing (uncompressed) files.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing as mp
+from collections.abc import Sequence
+
+from shardkit import layout, scan
+from shardkit.tfrecord import INDEX_SUFFIX, index_text
+
+
+@dataclasses.dataclass(frozen=True)
+class IndexReport:
+    path: str
+    records: int
+    index: str | None  # the .idx written, or None
+    problem: str | None = None
+
+
+def offsets(path: str, compression: str = "auto") -> tuple[scan.ScanResult, list[tuple[int, int]]]:
+    """CRC-checked walk of ``path`` collecting (offset, framed length) of every record."""
+    found: list[tuple[int, int]] = []
+    result = scan.scan(path, compression, checksum=False, on_frame=lambda offset, length: found.append((offset, length)))
+    return result, found
+
+
+def write_index(path: str, compression: str = "auto") -> IndexReport:
+    result, found = offsets(path, compression)
+    if not result.ok:
+        return IndexReport(path, result.records, None, result.describe_error())
+    if result.compression != "none":
+        return IndexReport(path, result.records, None, f"{result.compression}-compressed: index files need uncompressed TFRecords")
+    target = path + INDEX_SUFFIX
+    layout.write_atomic(target, index_text(found))
+    return IndexReport(path, result.records, target)
+
+
+def index_files(paths: Sequence[str], workers: int = 1, compression: str = "auto") -> list[IndexReport]:
+    """Write ``.idx`` beside every file, in parallel; a file that fails gets a report, not an exception."""
+    if workers > 1 and len(paths) > 1:
+        with mp.get_context().Pool(min(workers, len(paths))) as pool:
+            return pool.starmap(write_index, [(p, compression) for p in paths], chunksize=1)
+    return [write_index(p, compression) for p in paths]
