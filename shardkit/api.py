@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from shardkit import layout, manifest, resume
+from shardkit import layout, manifest, resume, tfds_meta
 from shardkit.config import Config, infer_config, load_config
 from shardkit.entries import Entry, collect_classes, to_entries
 from shardkit.errors import EntryError, OutputError, ShardkitError
@@ -191,7 +191,8 @@ def _publish_outputs(out_dir: str, state: dict[str, Any], shards: list[ShardResu
         layout.write_atomic(errors_path, "".join(json.dumps(e) + "\n" for e in errors).encode(), fsync)
     elif os.path.exists(errors_path):
         os.remove(errors_path)
-    layout.write_json(os.path.join(out_dir, layout.MANIFEST), doc, fsync)
+    tfds_meta.write(out_dir, doc, fsync)
+    layout.write_json(os.path.join(out_dir, layout.MANIFEST), doc, fsync)  # last: its presence says the rest is there
     return doc
 
 

@@ -70,7 +70,14 @@ def difference(old: dict[str, Any], new: dict[str, Any]) -> str:
 
 def owned_files(out_dir: str) -> list[str]:
     """Files in OUT that a shardkit build writes (and --overwrite may delete); nothing else."""
-    patterns = ["*-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9].tfrecord*", layout.MANIFEST, layout.ERRORS]  # .idx too
+    patterns = [
+        "*-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9].tfrecord*",  # .idx too
+        layout.MANIFEST,
+        layout.ERRORS,
+        "dataset_info.json",
+        "features.json",
+        "*.labels.txt",
+    ]
     found = [p for pattern in patterns for p in glob.glob(os.path.join(glob.escape(out_dir), pattern))]
     state = layout.state_dir(out_dir)
     found += glob.glob(os.path.join(glob.escape(state), "shards", "*.json"))

@@ -51,9 +51,19 @@ def test_build_writes_the_same_index_as_tfrecord2idx_and_its_reader_uses_it(buil
         f"parts = [list(tfrecord_loader({path!r}, {path + '.idx'!r}, {description!r}, shard=(i, 2))) for i in range(2)]\n"
         "heights = [int(r['image/height'][0]) for p in parts for r in p]\n"
         "print(len(parts[0]), len(parts[1]), heights == [48] * len(heights))\n"
+        "import importlib.util\n"
+        "if importlib.util.find_spec('torch'):\n"
+        "    import torch\n"
+        "    from tfrecord.torch.dataset import TFRecordDataset\n"
+        f"    ds = TFRecordDataset({path!r}, {path + '.idx'!r}, {description!r})\n"
+        "    loader = torch.utils.data.DataLoader(ds, batch_size=2, num_workers=2)\n"
+        "    print(sum(len(b['image/height']) for b in loader))\n"
+        "else:\n"
+        "    print(len(parts[0]) + len(parts[1]))\n"
     )
-    first, second, heights_ok = counts.split()
+    first, second, heights_ok, via_torch = counts.split()
     assert int(first) + int(second) == shard["records"] and int(first) > 0 and int(second) > 0 and heights_ok == "True"
+    assert int(via_torch) == shard["records"]  # its torch TFRecordDataset splits the shard over 2 workers by the index
 
 
 def test_verify_checks_index_files_and_resume_rebuilds_a_lost_one(built: Path, seg_data: Path) -> None:

@@ -1,0 +1,84 @@
+"""TensorFlow Datasets metadata, so ``tfds.builder_from_directory(OUT)`` reads a shardkit folder.
+
+Written from the manifest as plain JSON (no TFDS import): ``dataset_info.json`` with a file
+template that matches shardkit's own shard names (``{SPLIT}-{SHARD_X_OF_Y}.{FILEFORMAT}``), so
+one set of files serves both; ``features.json`` with images and masks as ``Image``, class names
+as ``ClassLabel`` (names in ``KEY.labels.txt``), numbers as ``Tensor``, strings as ``Text``. The
+``KEY/height``-style size features stay out of it: TFDS reads ``/`` as nesting, and they remain
+in every record for tf.data readers.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from shardkit import layout
+
+DATASET_INFO = "dataset_info.json"
+FEATURES = "features.json"
+_CLS = "tensorflow_datasets.core.features."
+_DTYPES = {"int64": "int64", "float": "float32", "bytes": "string"}
+
+
+def _feature(spec: dict[str, Any], config_feature: dict[str, Any]) -> dict[str, Any] | None:
+    kind = spec.get("kind")
+    if kind in ("image", "mask"):
+        channels = spec.get("channels") or []
+        image: dict[str, Any] = {"shape": {"dimensions": ["-1", "-1", str(channels[0] if len(channels) == 1 else -1)]}, "dtype": "uint8"}
+        if spec.get("encoding") in ("jpeg", "png"):
+            image["encodingFormat"] = spec["encoding"]  # raw files: TFDS sniffs the format when decoding
+        return {"pythonClassName": _CLS + "image_feature.Image", "image": image}
+    if kind == "class_name":
+        return {
+            "pythonClassName": _CLS + "class_label_feature.ClassLabel",
+            "classLabel": {"numClasses": str(len(config_feature["classes"]))},
+        }
+    if spec.get("dtype") == "string":
+        return {"pythonClassName": _CLS + "text_feature.Text", "text": {}}
+    shape = spec.get("shape")
+    dims = {} if shape == [] else {"dimensions": ["-1"] if shape is None else [str(d) for d in shape]}
+    return {
+        "pythonClassName": _CLS + "tensor_feature.Tensor",
+        "tensor": {"shape": dims, "dtype": _DTYPES[spec["dtype"]], "encoding": "none"},
+    }
+
+
+def write(out_dir: str, manifest: dict[str, Any], durable: bool = True) -> list[str]:
+    """Write the TFDS metadata files for ``manifest``; returns their names."""
+    if manifest["parameters"].get("compression") == "gzip":
+        return []  # TFDS reads TFRecord shards uncompressed only
+    config_features = manifest["config"]["features"]
+    features = {}
+    for spec in manifest["schema"]:
+        key = spec["key"]
+        if key in config_features:  # not the size features beside images
+            features[key] = _feature(spec, config_features[key])
+    splits = [
+        {
+            "filepathTemplate": "{SPLIT}-{SHARD_X_OF_Y}.{FILEFORMAT}",
+            "name": name,
+            "numBytes": str(info["bytes"]),
+            "shardLengths": [str(s["records"]) for s in info["shards"]],
+        }
+        for name, info in manifest["splits"].items()
+        if info["shards"]
+    ]
+    info = {
+        "name": "shardkit",
+        "description": "Built by shardkit: see manifest.json.",
+        "fileFormat": "tfrecord",
+        "splits": splits,
+        "version": "1.0.0",
+    }
+    layout.write_json(os.path.join(out_dir, DATASET_INFO), info, durable)
+    layout.write_json(
+        os.path.join(out_dir, FEATURES),
+        {"featuresDict": {"features": features}, "pythonClassName": _CLS + "features_dict.FeaturesDict"},
+        durable,
+    )
+    written = [DATASET_INFO, FEATURES]
+    for key, names in manifest.get("classes", {}).items():
+        layout.write_atomic(os.path.join(out_dir, f"{key}.labels.txt"), "".join(f"{n}\n" for n in names).encode(), durable)
+        written.append(f"{key}.labels.txt")
+    return written
