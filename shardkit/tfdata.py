@@ -11,7 +11,6 @@ and ``prefetch(AUTOTUNE)`` at the end. Deterministic unless asked otherwise.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
@@ -21,13 +20,10 @@ PARSE_BATCH = 256
 
 
 def read_manifest(out: str) -> dict[str, Any]:
-    path = os.path.join(out, "manifest.json")
-    try:
-        with open(path, encoding="utf-8") as f:
-            manifest: dict[str, Any] = json.load(f)
-    except (OSError, ValueError) as exc:
-        raise ShardkitError(f"{path}: cannot read the manifest: {exc}") from None
-    return manifest
+    """The folder's manifest, structure-checked (a damaged one is one clear error)."""
+    from shardkit.targets import load_output
+
+    return load_output(out).manifest
 
 
 def feature_spec(manifest: dict[str, Any]) -> dict[str, Any]:
