@@ -113,7 +113,15 @@ def build(
                 for name, errors in parse_errors.items()
                 for e in errors
             ]
+            if num_nodes > 1:
+                state["nodes"] = num_nodes
             state = _publish_state(out_dir, state, num_nodes, fsync)
+        if num_nodes > 1 and state.get("nodes", num_nodes) != num_nodes:
+            raise OutputError(
+                f"{out_dir}: this build's plan is shared by {state['nodes']} nodes, not {num_nodes}: shares would overlap. "
+                f"Rerun with --num-nodes {state['nodes']} and this node's original --node-index (array reruns of some tasks "
+                "change SLURM_ARRAY_TASK_COUNT, so pass them explicitly)"
+            )
         settings = BuildSettings(out_dir, cfg, seed, compression, on_error, fingerprint, fsync, index)
         tasks = [
             task
@@ -154,6 +162,7 @@ def finalize(out: str | Path, fsync: bool = True) -> BuildResult:
     """Write the manifest of a build whose shards are all committed (e.g. after a multi-node build)."""
     started = time.perf_counter()
     out_dir = os.path.abspath(out)
+    resume.load_state(out_dir)  # a folder with no build gets a clear error and no .shardkit/lock
     with OutputLock(os.path.join(layout.state_dir(out_dir), "lock"), shared=True):
         state = resume.load_state(out_dir)
         names = resume.planned_names(state)

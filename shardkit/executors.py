@@ -7,6 +7,7 @@ drains it, watches for dead workers, and never hangs on one.
 
 from __future__ import annotations
 
+import hashlib
 import multiprocessing as mp
 import os
 import queue as queue_module
@@ -171,7 +172,7 @@ class DaskExecutor:
             return []
         try:
             client = Client(self.address, timeout=self.connect_timeout)  # type: ignore[no-untyped-call]
-        except OSError as exc:
+        except (OSError, ValueError, TimeoutError) as exc:
             raise WorkerError(f"cannot reach the Dask scheduler at {self.address}: {exc}") from None
         with client:
             # One task group per shard (Dask groups keys by their prefix up to the first '-'): as one
@@ -192,8 +193,10 @@ class DaskExecutor:
 
 
 def _dask_key(task: ShardTask) -> str:
-    # No '-' anywhere: Dask's group name is the key up to its first '-'-separated number.
-    return f"shardkit.{task.name}.{task.settings.fingerprint[:12]}".replace("-", ".")
+    # Unique per output folder too: Dask runs a key once, and two builds of the same inputs into
+    # two folders must both get their shards. No '-': Dask groups keys by the part before one.
+    where = hashlib.sha256(task.settings.out_dir.encode()).hexdigest()[:8]
+    return f"shardkit.{task.name}.{task.settings.fingerprint[:12]}.{where}".replace("-", ".")
 
 
 def default_workers() -> int:

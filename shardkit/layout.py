@@ -37,7 +37,8 @@ def temp_files(out: str, names: Iterable[str] | None = None) -> list[str]:
     """Temporary files in OUT: all of them, or only those of the shards ``names``."""
     if names is None:
         return sorted(glob.glob(os.path.join(glob.escape(out), f".*{_INCOMPLETE}*")))
-    return sorted(p for name in names for p in glob.glob(os.path.join(glob.escape(out), f".{glob.escape(name)}{_INCOMPLETE}*")))
+    # .NAME.incomplete-X (the shard) and .NAME.idx.incomplete-X (its index)
+    return sorted(p for name in names for p in glob.glob(os.path.join(glob.escape(out), f".{glob.escape(name)}*{_INCOMPLETE}*")))
 
 
 def shard_record_path(out: str, name: str) -> str:

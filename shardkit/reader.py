@@ -47,17 +47,19 @@ class ShardReader:
         self._starts: list[int] = []
         total = 0
         for shard in manifest["splits"][split]["shards"]:
-            if not shard.get("index"):
-                raise ShardkitError(f"{out}: {shard['name']} has no index file (built with --no-index or gzip): run shardkit index")
             path = os.path.join(out, shard["name"])
-            entries = _read_index(os.path.join(out, shard["index"]))
+            index_path = os.path.join(out, shard["index"]) if shard.get("index") else path + INDEX_SUFFIX
+            if not os.path.exists(index_path):
+                hint = "GZIP shards cannot be indexed" if shard["name"].endswith(".gz") else f"run: shardkit index {out}"
+                raise ShardkitError(f"{path}: no index file ({hint})")
+            entries = _read_index(index_path)
             if len(entries) != shard["records"]:
                 raise ShardkitError(f"{path}{INDEX_SUFFIX}: lists {len(entries)} records, the manifest says {shard['records']}")
             self._shards.append((path, entries))
             self._starts.append(total)
             total += len(entries)
         self._length = total
-        self._files: dict[str, Any] = {}
+        self._files: dict[str, int] = {}
         self._pid = os.getpid()
 
     def __len__(self) -> int:
@@ -84,9 +86,7 @@ class ShardReader:
         shard = bisect.bisect_right(self._starts, index) - 1
         path, entries = self._shards[shard]
         offset, length = entries[index - self._starts[shard]]
-        f = self._file(path)
-        f.seek(offset)
-        framed = f.read(length)
+        framed = os.pread(self._fd(path), length, offset)  # no shared file position: safe from threads
         if len(framed) != length or length < HEADER_SIZE + FOOTER_SIZE:
             raise CorruptShardError(path, "record runs past the end of the file (stale index?)", index, offset)
         data_length, length_crc = _HEADER.unpack_from(framed)
@@ -97,12 +97,13 @@ class ShardReader:
             raise CorruptShardError(path, "data CRC mismatch", index, offset)
         return data
 
-    def _file(self, path: str) -> Any:
-        if self._pid != os.getpid():  # forked into a DataLoader worker: never share file offsets
+    def _fd(self, path: str) -> int:
+        if self._pid != os.getpid():  # forked into a DataLoader worker: open its own descriptors
             self._files, self._pid = {}, os.getpid()
-        if path not in self._files:
-            self._files[path] = open(path, "rb")  # noqa: SIM115 - kept open for random access
-        return self._files[path]
+        fd = self._files.get(path)
+        if fd is None:
+            fd = self._files.setdefault(path, os.open(path, os.O_RDONLY))
+        return int(fd)
 
     def _decode(self, data: bytes, index: int) -> dict[str, Any]:
         try:
@@ -113,7 +114,7 @@ class ShardReader:
         for key, (dtype, values) in features.items():
             spec = self.schema.get(key, {})
             if spec.get("kind") in ("image", "mask") and self.decode_images:
-                out[key] = _decode_image(values[0])  # type: ignore[arg-type]
+                out[key] = _decode_image(values[0], spec.get("kind") == "mask")  # type: ignore[arg-type]
             elif dtype == "bytes":
                 texts = [v.decode("utf-8") for v in values] if spec.get("dtype") == "string" else list(values)  # type: ignore[union-attr]
                 out[key] = texts[0] if spec.get("shape") == [] and len(texts) == 1 else texts
@@ -128,8 +129,8 @@ class ShardReader:
         return state
 
     def close(self) -> None:
-        for f in self._files.values():
-            f.close()
+        for fd in self._files.values():
+            os.close(fd)
         self._files = {}
 
 
@@ -141,8 +142,15 @@ def _read_index(path: str) -> list[tuple[int, int]]:
         raise ShardkitError(f"{path}: cannot read the index: {exc}") from None
 
 
-def _decode_image(data: bytes) -> np.ndarray:
+# Raw files keep their own mode; decode them the way TensorFlow's decoders present them.
+_AS_DECODED = {"P": "RGB", "1": "L", "LA": "RGBA", "CMYK": "RGB", "YCbCr": "RGB"}
+
+
+def _decode_image(data: bytes, mask: bool) -> np.ndarray:
     from PIL import Image
 
     with Image.open(io.BytesIO(data)) as im:
-        return np.asarray(im)
+        if im.mode in _AS_DECODED and not (mask and im.mode in ("P", "1")):
+            target = "RGBA" if im.mode == "P" and "transparency" in im.info else _AS_DECODED[im.mode]
+            return np.asarray(im.convert(target))
+        return np.asarray(im).astype(np.uint8) if im.mode == "1" else np.asarray(im)

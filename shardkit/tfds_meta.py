@@ -26,8 +26,9 @@ def _feature(spec: dict[str, Any], config_feature: dict[str, Any]) -> dict[str, 
     if kind in ("image", "mask"):
         channels = spec.get("channels") or []
         image: dict[str, Any] = {"shape": {"dimensions": ["-1", "-1", str(channels[0] if len(channels) == 1 else -1)]}, "dtype": "uint8"}
-        if spec.get("encoding") in ("jpeg", "png"):
-            image["encodingFormat"] = spec["encoding"]  # raw files: TFDS sniffs the format when decoding
+        if spec.get("encoding") in ("jpeg", "png") and len(channels) == 1:
+            # With a fixed format TFDS needs fixed channels; otherwise it sniffs the format (as for raw files).
+            image["encodingFormat"] = spec["encoding"]
         return {"pythonClassName": _CLS + "image_feature.Image", "image": image}
     if kind == "class_name":
         return {

@@ -165,3 +165,10 @@ def test_nodes_with_different_config_are_refused(data: Path, tmp_path: Path) -> 
 
         with OutputLock(str(out / ".shardkit" / "lock.node-1")):
             shardkit.build([data / "val.txt"], out, workers=1, num_nodes=2, node_index=1, progress=False)
+
+
+def test_a_node_with_another_node_count_is_refused(data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "count"
+    shardkit.build([data / "val.txt"], out, workers=1, num_nodes=2, node_index=0, progress=False)
+    with pytest.raises(OutputError, match="shared by 2 nodes, not 3"):
+        shardkit.build([data / "val.txt"], out, workers=1, num_nodes=3, node_index=2, progress=False)

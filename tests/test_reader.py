@@ -74,3 +74,13 @@ def test_torch_dataloader_reads_every_record(out: Path) -> None:
     assert tuple(batches[0]["image"].shape[1:]) == (48, 64, 3) and batches[0]["image"].dtype == torch.uint8
     seen = sorted(int(x) for b in batches for x in b["image"].flatten(1).sum(1))
     assert seen == sorted(int(reader[i]["image"].astype(np.int64).sum()) for i in range(24))
+
+
+def test_threads_share_one_reader(out: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    reader = ShardReader(str(out), "train")
+    want = [reader[i]["image"] for i in range(24)]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda i: reader[i % 24]["image"], range(400)))
+    assert got == [want[i % 24] for i in range(400)]
