@@ -96,8 +96,6 @@ def stored_mode(info: ImageInfo, kind: str, channels: int | None, encoding: str)
     if channels is not None:
         return _CHANNEL_MODE[channels]
     table = _MASK_MODE if kind == "mask" else _IMAGE_MODE
-    if info.mode == "P" and kind == "image" and encoding == "png":
-        return "RGB"
     mode = table.get(info.mode)
     if mode is None:
         raise ImageProblem(f"unsupported image mode {info.mode!r} for a {kind} feature")

@@ -19,6 +19,7 @@ from typing import Any
 from shardkit import layout, scan
 from shardkit.errors import ShardkitError
 from shardkit.example import DecodeError, decode_example
+from shardkit.inspection import sniff
 from shardkit.targets import Output, expand, is_tfrecord_name
 from shardkit.tfrecord import INDEX_SUFFIX, index_text
 
@@ -196,7 +197,7 @@ class _DeepChecker:
             raise _Bad(f"not a tf.train.Example ({exc})") from None
         if self.schema is None:
             for key, (dtype, values) in features.items():
-                if dtype == "bytes" and values and _looks_like_image(values[0]):  # type: ignore[arg-type]
+                if dtype == "bytes" and values and sniff(values[0]) in ("jpeg", "png"):  # type: ignore[arg-type]
                     _decode_image(key, values[0])  # type: ignore[arg-type]
             return
         for key, spec in self.schema.items():
@@ -225,10 +226,6 @@ class _DeepChecker:
 
 class _Bad(Exception):
     pass
-
-
-def _looks_like_image(data: bytes) -> bool:
-    return data[:3] == b"\xff\xd8\xff" or data[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def _decode_image(key: str, data: bytes) -> tuple[int, int]:
