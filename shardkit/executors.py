@@ -14,6 +14,7 @@ import queue as queue_module
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from shardkit import tuning
 from shardkit.errors import WorkerError
 from shardkit.plan import ShardTask
 from shardkit.worker import ShardResult, run_task
@@ -30,17 +31,13 @@ class InlineExecutor:
     """Runs every task in this process: the identical worker code, easy to debug (``--workers 1``)."""
 
     def run(self, tasks: Sequence[ShardTask], on_progress: OnProgress, on_shard: OnShard) -> list[ShardResult]:
-        restore = _pin_threads() if _augments(tasks) else None
-        try:
-            results = []
+        results = []
+        with tuning.shard_work(_augments(tasks)):
             for task in tasks:
                 result = run_task(task, on_progress)
                 on_shard(result)
                 results.append(result)
-            return results
-        finally:
-            if restore is not None:
-                restore()
+        return results
 
 
 def _augments(tasks: Sequence[ShardTask]) -> bool:
@@ -48,21 +45,14 @@ def _augments(tasks: Sequence[ShardTask]) -> bool:
     return bool(tasks) and tasks[0].settings.config.augment is not None
 
 
-def _pin_threads() -> Callable[[], None]:
-    from shardkit.augment import pin_native_threads
-
-    return pin_native_threads()
-
-
 # Set in each pool worker by _init_worker: the queue progress ticks go to.
 _progress_queue: Any = None
 
 
-def _init_worker(progress_queue: Any, pin_threads: bool) -> None:
+def _init_worker(progress_queue: Any, augment: bool) -> None:
     global _progress_queue
     _progress_queue = progress_queue
-    if pin_threads:
-        _pin_threads()
+    tuning.apply(augment)  # for the life of this pool process: nothing to undo
 
 
 def _tick(n: int) -> None:
@@ -142,12 +132,10 @@ def _worker_pids(pool: Any) -> set[int]:
 
 
 def _run_on_dask(task: ShardTask) -> ShardResult:
-    restore = _pin_threads() if task.settings.config.augment is not None else None
-    try:
+    # A Dask worker is a long-lived process that runs other work between and beside our tasks
+    # (in threads): settings last while shardkit tasks run, then go back to what they were.
+    with tuning.shard_work(task.settings.config.augment is not None):
         return run_task(task)
-    finally:
-        if restore is not None:
-            restore()
 
 
 class DaskExecutor:

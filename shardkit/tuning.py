@@ -1,0 +1,66 @@
+"""Process-wide settings for shard work, applied while tasks run and undone after the last one.
+
+Two settings matter for CPU-bound image work: native thread pools pinned to one thread (the
+parallelism is the processes; see ``augment.pin_native_threads``), and glibc's malloc thresholds
+freed from a fixed value (``malloc.relax``). Both are per process, while a Dask worker runs tasks
+in threads of one process, so ``shard_work`` counts the tasks inside: the first one in applies
+the settings, the last one out undoes them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+
+from shardkit import malloc
+
+
+def apply(augment: bool) -> Callable[[], None]:
+    """Apply the settings in this process now; returns the undo (pool workers never call it)."""
+    undo = [malloc.relax()]
+    if augment:
+        undo.append(_pin_threads())
+
+    def restore() -> None:
+        for step in reversed(undo):
+            step()
+
+    return restore
+
+
+def _pin_threads() -> Callable[[], None]:
+    from shardkit.augment import pin_native_threads  # imports OpenCV: only when augmenting
+
+    return pin_native_threads()
+
+
+class _Scope:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._inside = 0
+        self._undo: list[Callable[[], None]] = []
+        self._pinned = False
+
+    @contextlib.contextmanager
+    def __call__(self, augment: bool) -> Iterator[None]:
+        with self._lock:
+            if self._inside == 0:
+                self._undo.append(malloc.relax())
+            if augment and not self._pinned:
+                self._undo.append(_pin_threads())
+                self._pinned = True
+            self._inside += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._inside -= 1
+                if self._inside == 0:
+                    undo, self._undo, self._pinned = self._undo, [], False
+                    for step in reversed(undo):
+                        step()
+
+
+shard_work = _Scope()
+"""``with shard_work(augment):`` around each task that shares its process with others."""
