@@ -8,6 +8,9 @@
                each writing its own TFRecord with tf.io.TFRecordWriter (and importing TensorFlow)
 (c) shardkit:  `shardkit.build` with the same augmentation
 (d) pass-through: shardkit with the raw config (no decode) against `cp` of the same files
+--scaling:      the augmented build at 1, 2, 4, ... local pool workers, and through a real `dask scheduler`
+               and 2 single-threaded `dask worker` processes on 127.0.0.1 (as started by default, with
+               the profiler off, and without nannies), workers warmed up; parallel efficiency
 
 Images are ~640x480 JPEG crops of scikit-image's bundled photographs with PNG masks; index files are
 of unequal size (train_0 50 %, train_1 25 %, val 15 %, test 10 %), as real splits are.
@@ -16,15 +19,19 @@ of unequal size (train_0 50 %, train_1 25 %, val 15 %, test 10 %), as real split
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from multiprocessing import get_context
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -183,40 +190,55 @@ def run_shardkit(root: Path, out: Path, workers: int, augment: bool, fsync: bool
     return result.records, time.perf_counter() - started
 
 
-def run_dask(root: Path, out: Path, workers: int) -> tuple[int, float]:
-    """The same augmented build through a Dask LocalCluster of ``workers`` single-threaded processes."""
-    from distributed import LocalCluster, Worker
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
+
+@contextlib.contextmanager
+def dask_processes(workers: int, nanny: bool, env: dict[str, str] | None = None) -> Iterator[str]:
+    """A real `dask scheduler` and ``workers`` single-threaded `dask worker` processes on 127.0.0.1,
+    started as users start them (with or without the nanny), warmed up, always torn down."""
+    from distributed import Client
+
+    address = f"tcp://127.0.0.1:{_free_port()}"
+    python = [sys.executable, "-m"]
+    quiet: dict[str, Any] = {
+        "stdout": subprocess.DEVNULL,
+        "stderr": subprocess.DEVNULL,
+        "start_new_session": True,
+        "env": {**os.environ, **(env or {})},
+    }
+    procs = [subprocess.Popen([*python, "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", address.rsplit(":", 1)[1],
+                               "--no-dashboard"], **quiet)]  # fmt: skip
+    try:
+        worker = [*python, "distributed.cli.dask_worker", address, "--nthreads", "1", "--host", "127.0.0.1", "--no-dashboard"]
+        procs += [subprocess.Popen([*worker, *([] if nanny else ["--no-nanny"])], **quiet) for _ in range(workers)]
+        with Client(address, timeout=60) as client:
+            client.wait_for_workers(workers, timeout=120)
+            # A long-lived cluster's workers have imported these already: do not time the imports.
+            client.run(lambda: [__import__(m) for m in ("albumentations", "cv2", "shardkit.worker", "shardkit.augment")])
+        yield address
+    finally:
+        for proc in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+
+
+def run_dask(root: Path, out: Path, workers: int, nanny: bool = True, env: dict[str, str] | None = None) -> tuple[int, float]:
+    """The same augmented build through real Dask worker processes (see ``dask_processes``)."""
     import shardkit
     from shardkit.config import parse_config
     from shardkit.executors import DaskExecutor
 
     features = {"image": {"kind": "image", "column": 0, "encoding": "jpeg", "quality": QUALITY}, "mask": {"kind": "mask", "column": 1}}
     config = parse_config({"features": features, "augment": {"copies": 1, "pipeline": PIPELINE}})
-    import dask
-
-    # Dask's statistical profiler samples every worker's stack every 10 ms holding the GIL: for
-    # CPU-bound Python tasks that costs 10-30 %. Builds do not need it (nor does any batch job).
-    with (
-        dask.config.set({"distributed.worker.profile.enabled": False}),
-        LocalCluster(
-            n_workers=workers,
-            threads_per_worker=1,
-            host="127.0.0.1",
-            dashboard_address=None,
-            processes=True,
-            worker_class=Worker,  # no nanny process per worker competing for the cores
-        ) as cluster,
-    ):
-        from distributed import Client
-
-        with Client(cluster.scheduler_address) as client:  # a long-lived cluster's workers have imported these already
-            client.run(lambda: [__import__(m) for m in ("albumentations", "cv2", "shardkit.worker", "shardkit.augment")])
+    with dask_processes(workers, nanny, env) as address:
         shutil.rmtree(out, ignore_errors=True)
         started = time.perf_counter()
-        result = shardkit.build(
-            [root / "classic"], out, config=config, workers=workers, progress=False, executor=DaskExecutor(cluster.scheduler_address)
-        )
+        result = shardkit.build([root / "classic"], out, config=config, workers=workers, progress=False, executor=DaskExecutor(address))
         return result.records, time.perf_counter() - started
 
 
@@ -296,9 +318,17 @@ def main() -> None:
 
 
 def scaling_table(root: Path, scratch: Path, repeat: int) -> None:
-    """images/s at 1, 2, ... workers, and through Dask with 2 local workers; parallel efficiency."""
+    """images/s at 1, 2, ... workers, and through Dask worker processes; parallel efficiency."""
     cores = os.cpu_count() or 1
     counts = sorted({1, 2, *range(4, cores + 1, 4), cores} & set(range(1, cores + 1)))
+    dask_workers = min(2, cores)
+    # As `dask worker` starts by default (nanny, profiler on), and as the README advises for build-only clusters.
+    no_profiler = {"DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False"}
+    dask_kinds: dict[str, tuple[bool, dict[str, str] | None]] = {
+        "dask, defaults": (True, None),
+        "dask, no profiler": (True, no_profiler),
+        "dask, no nanny/profiler": (False, no_profiler),
+    }
     for path in root.rglob("*"):
         if path.is_file():
             path.read_bytes()
@@ -307,16 +337,20 @@ def scaling_table(root: Path, scratch: Path, repeat: int) -> None:
         for n in counts:
             images, t = run_shardkit(root, scratch / "scale", n, augment=True)
             best[f"pool {n}"] = max(best.get(f"pool {n}", 0), images / t)
-        images, t = run_dask(root, scratch / "dask", min(2, cores))
-        best["dask 2"] = max(best.get("dask 2", 0), images / t)
+        for kind, (nanny, env) in dask_kinds.items():
+            images, t = run_dask(root, scratch / "dask", dask_workers, nanny, env)
+            best[kind] = max(best.get(kind, 0), images / t)
     one = best["pool 1"]
-    print(f"\n{'executor':12} {'workers':>7} {'images/s':>9} {'efficiency':>10}")
+    print(f"\n{'executor':24} {'workers':>7} {'images/s':>9} {'efficiency':>10}")
     for n in counts:
         rate = best[f"pool {n}"]
-        print(f"{'local pool':12} {n:7d} {rate:9.1f} {rate / (n * one):10.2f}")
-    n = min(2, cores)
-    print(f"{'dask':12} {n:7d} {best['dask 2']:9.1f} {best['dask 2'] / (n * one):10.2f}")
-    print(f"\ndask / local pool at {n} workers = {best['dask 2'] / best[f'pool {n}']:.2f}x   (target >= 0.9x: within 10 %)")
+        print(f"{'local pool':24} {n:7d} {rate:9.1f} {rate / (n * one):10.2f}")
+    for kind in dask_kinds:
+        print(f"{kind:24} {dask_workers:7d} {best[kind]:9.1f} {best[kind] / (dask_workers * one):10.2f}")
+    print()
+    for kind in dask_kinds:
+        ratio = best[kind] / best[f"pool {dask_workers}"]
+        print(f"{kind:24} / local pool at {dask_workers} workers = {ratio:.2f}x   (target >= 0.9x: within 10 %)")
     print("efficiency = rate / (workers x rate at 1 worker)   (target >= 0.9)")
 
 
