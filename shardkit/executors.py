@@ -7,10 +7,14 @@ drains it, watches for dead workers, and never hangs on one.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import multiprocessing as mp
 import os
 import queue as queue_module
+import threading
+import time
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -131,11 +135,35 @@ def _worker_pids(pool: Any) -> set[int]:
     return {p.pid for p in processes if p.pid is not None}
 
 
-def _run_on_dask(task: ShardTask) -> ShardResult:
-    # A Dask worker is a long-lived process that runs other work between and beside our tasks
-    # (in threads): settings last while shardkit tasks run, then go back to what they were.
-    with tuning.shard_work(task.settings.config.augment is not None):
-        return run_task(task)
+# Keys of the shardkit tasks executing in this Dask worker process (its threads), so that a
+# failed build can wait for them: Dask cannot stop a task that already runs.
+_dask_running: set[str] = set()
+_dask_running_lock = threading.Lock()
+
+
+def _run_on_dask(task: ShardTask, key: str, topic: str) -> ShardResult:
+    from distributed import get_worker
+
+    worker = get_worker()
+
+    def tick(n: int) -> None:  # Dask's event log carries it to the client that subscribed
+        worker.log_event(topic, [key, n])
+
+    with _dask_running_lock:
+        _dask_running.add(key)
+    try:
+        # A Dask worker is a long-lived process that runs other work between and beside our tasks
+        # (in threads): settings last while shardkit tasks run, then go back to what they were.
+        with tuning.shard_work(task.settings.config.augment is not None):
+            return run_task(task, tick, tick_every=1.0)
+    finally:
+        with _dask_running_lock:
+            _dask_running.discard(key)
+
+
+def _still_running(keys: Sequence[str]) -> list[str]:
+    with _dask_running_lock:
+        return [k for k in keys if k in _dask_running]
 
 
 class DaskExecutor:
@@ -144,12 +172,13 @@ class DaskExecutor:
     Any deployment works: ``dask scheduler`` + ``dask worker`` by hand, dask-jobqueue on
     SLURM/PBS, Kubernetes. Inputs and OUT must be on a filesystem every worker sees. A worker
     that dies costs only its shard: Dask reruns the task elsewhere, and the atomic commit keeps
-    the half-written file invisible. Progress comes per finished shard.
+    the half-written file invisible. Progress comes per record, through Dask's event topics.
     """
 
-    def __init__(self, address: str, connect_timeout: float = 30) -> None:
+    def __init__(self, address: str, connect_timeout: float = 30, stop_timeout: float = 600) -> None:
         self.address = address
         self.connect_timeout = connect_timeout
+        self.stop_timeout = stop_timeout
 
     def run(self, tasks: Sequence[ShardTask], on_progress: OnProgress, on_shard: OnShard) -> list[ShardResult]:
         try:
@@ -166,18 +195,73 @@ class DaskExecutor:
             # One task group per shard (Dask groups keys by their prefix up to the first '-'): as one
             # group, Dask co-assigns consecutive "root" tasks to one worker, which put the two big
             # train shards on the same worker and left the other idle. Bigger shards go first.
-            futures = [client.submit(_run_on_dask, t, key=_dask_key(t), pure=False, priority=len(t.entries)) for t in tasks]
+            keys = [_dask_key(t) for t in tasks]
+            progress = _DaskProgress(on_progress)
+            topic = f"shardkit-progress-{uuid.uuid4().hex}"
+            client.subscribe_topic(topic, progress.event)  # type: ignore[no-untyped-call]
+            futures = [
+                client.submit(_run_on_dask, task, key, topic, key=key, pure=False, priority=len(task.entries))
+                for task, key in zip(tasks, keys, strict=True)
+            ]
             results = []
             try:
                 for future in as_completed(futures):  # type: ignore[no-untyped-call]
                     result: ShardResult = future.result()  # re-raises a worker's exception (EntryError, ...)
-                    on_progress(result.records)
+                    progress.finished(future.key, result.records)
                     on_shard(result)
                     results.append(result)
             except BaseException:
                 client.cancel(futures)  # type: ignore[no-untyped-call]
+                self._wait_for_running(client, keys)
                 raise
+            finally:
+                with contextlib.suppress(Exception):  # a lost connection must not hide the build's own error
+                    client.unsubscribe_topic(topic)  # type: ignore[no-untyped-call]
             return results
+
+    def _wait_for_running(self, client: Any, keys: Sequence[str]) -> None:
+        """Cancelled tasks that already run go on to the end of their shard: wait for them (up to
+        ``stop_timeout``), so that once the build returns, and its lock is released, nothing of it
+        writes into OUT. Past the timeout, a straggler still cannot commit into another build."""
+        deadline = time.monotonic() + self.stop_timeout
+        while time.monotonic() < deadline:
+            try:
+                running = client.run(_still_running, list(keys))
+            except Exception:  # the cluster went away: nothing left to wait for that we can see
+                return
+            if not any(running.values()):
+                return
+            time.sleep(0.1)
+
+
+class _DaskProgress:
+    """Per-record progress from Dask tasks' events, exact per shard once it finishes.
+
+    Events travel apart from results and may arrive after their task's result, and a task rerun
+    after a worker died ticks again: so ticks count per task, late ones are dropped, and a
+    finished task settles its count to the records it wrote (a rerun's excess goes back).
+    """
+
+    def __init__(self, on_progress: OnProgress) -> None:
+        self._on_progress = on_progress
+        self._lock = threading.Lock()
+        self._ticked: dict[str, int] = {}
+        self._finished: set[str] = set()
+
+    def event(self, event: tuple[float, Any]) -> None:  # called on the client's event loop thread
+        _, (key, n) = event
+        with self._lock:
+            if key in self._finished:
+                return
+            self._ticked[key] = self._ticked.get(key, 0) + n
+            self._on_progress(n)
+
+    def finished(self, key: str, records: int) -> None:
+        with self._lock:
+            self._finished.add(key)
+            settle = records - self._ticked.pop(key, 0)
+            if settle:
+                self._on_progress(settle)
 
 
 def _dask_key(task: ShardTask) -> str:

@@ -41,6 +41,16 @@ def temp_files(out: str, names: Iterable[str] | None = None) -> list[str]:
     return sorted(p for name in names for p in glob.glob(os.path.join(glob.escape(out), f".{glob.escape(name)}*{_INCOMPLETE}*")))
 
 
+def state_fingerprint(out: str) -> str | None:
+    """The fingerprint of the build OUT belongs to now (None: no readable .shardkit/build.json)."""
+    try:
+        state = read_json(os.path.join(state_dir(out), "build.json"))
+    except (OSError, ValueError):
+        return None
+    fingerprint = state.get("fingerprint") if isinstance(state, dict) else None
+    return fingerprint if isinstance(fingerprint, str) else None
+
+
 def shard_record_path(out: str, name: str) -> str:
     return os.path.join(state_dir(out), "shards", f"{name}.json")
 

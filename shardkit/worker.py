@@ -18,7 +18,7 @@ from typing import Any
 from shardkit import images, layout
 from shardkit.config import Config, FeatureSpec
 from shardkit.entries import Entry
-from shardkit.errors import EntryError
+from shardkit.errors import EntryError, OutputError
 from shardkit.example import FeatureValue, encode_example
 from shardkit.plan import ShardTask, record_seed
 from shardkit.tfrecord import INDEX_SUFFIX, RecordWriter, file_crc32c, index_text
@@ -257,6 +257,7 @@ def run_task(task: ShardTask, progress: Progress | None = None, tick_every: floa
             size, crc = os.path.getsize(temp), file_crc32c(temp)
         else:
             size, crc = writer.bytes_written, writer.crc32c
+        _check_still_ours(task)
         os.replace(temp, final)
         index_name = None
         if settings.index and settings.compression is None:
@@ -287,6 +288,22 @@ def run_task(task: ShardTask, progress: Progress | None = None, tick_every: floa
     )
     layout.write_shard_record(settings.out_dir, result.to_dict(), settings.fsync)
     return result
+
+
+def _check_still_ours(task: ShardTask) -> None:
+    """Refuse to commit into OUT once another build owns it.
+
+    A task can outlive its build: a Dask worker finishes the task it is running after the
+    client that submitted it has failed, been cancelled or been killed, and meanwhile
+    ``--overwrite`` may have started a different build in OUT. The same build's shard would be
+    byte-identical, so only a changed (or removed) fingerprint stops the commit.
+    """
+    settings = task.settings
+    if layout.state_fingerprint(settings.out_dir) != settings.fingerprint:
+        raise OutputError(
+            f"{settings.out_dir}: now holds another build (.shardkit/build.json changed while {task.name} was written); "
+            "this task's shard was discarded"
+        )
 
 
 def _remove_quietly(path: str) -> None:

@@ -325,3 +325,24 @@ def test_the_same_index_text_in_another_folder_is_another_build(seg_data: Path, 
     shardkit.build([seg_data / "val.txt"], out, workers=1, progress=False)
     with pytest.raises(OutputError, match="different inputs"):
         shardkit.build([other / "val.txt"], out, workers=1, progress=False)
+
+
+class _TakenOverMidway:
+    """Runs the tasks inline after another build (another fingerprint) took OUT over, as a
+    --overwrite build may while a Dask task of a failed or killed build still runs."""
+
+    def run(self, tasks: Any, on_progress: Any, on_shard: Any) -> Any:
+        from shardkit.executors import InlineExecutor
+
+        state_path = Path(tasks[0].settings.out_dir) / ".shardkit" / "build.json"
+        state = json.loads(state_path.read_text())
+        state_path.write_text(json.dumps({**state, "fingerprint": "another build"}))
+        return InlineExecutor().run(tasks, on_progress, on_shard)
+
+
+def test_a_task_does_not_commit_into_a_folder_another_build_took_over(seg_data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    with pytest.raises(OutputError, match=r"now holds another build .* this task's shard was discarded"):
+        shardkit.build([seg_data], out, workers=1, progress=False, executor=_TakenOverMidway())
+    assert not list(out.glob("*.tfrecord")) and not list(out.glob(".*incomplete*"))
+    assert not list((out / ".shardkit" / "shards").glob("*.json"))

@@ -11,12 +11,13 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import shardkit
 from shardkit import demo, malloc
-from shardkit.errors import OutputError
+from shardkit.errors import EntryError, OutputError
 from shardkit.verify import verify
 from tests.tfread import raw_records
 
@@ -124,6 +125,49 @@ def test_dask_build_equals_local_and_survives_a_killed_worker(data: Path, local:
     same_records(out2, local)
 
 
+class RecordingTicks:
+    """Wraps an executor and keeps every progress tick it reports."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.ticks: list[int] = []
+
+    def run(self, tasks: Any, on_progress: Any, on_shard: Any) -> Any:
+        def record(n: int) -> None:
+            self.ticks.append(n)
+            on_progress(n)
+
+        return self.inner.run(tasks, record, on_shard)
+
+
+@pytest.mark.slow
+def test_dask_progress_per_record_and_a_failed_build_leaves_nothing_running(data: Path, tmp_path: Path) -> None:
+    from distributed import Client
+
+    from shardkit import executors
+
+    bad = tmp_path / "data"
+    bad.mkdir()
+    lines = [
+        line if line.startswith("#") else " ".join(str(data / p) for p in line.split())
+        for line in (data / "train_0.txt").read_text().splitlines()
+    ]
+    lines[6] = f"{data / 'nowhere.jpg'} {lines[6].split()[1]}"  # shard 0 of 2 fails early, shard 1 runs on
+    (bad / "train_0.txt").write_text("\n".join(lines) + "\n")
+    with dask_cluster(2) as (address, _):
+        recording = RecordingTicks(executors.DaskExecutor(address))
+        result = shardkit.build([data], tmp_path / "ok", config=str(data / "config.yaml"), executor=recording, **BUILD)
+        assert sum(recording.ticks) == result.records_built == 450  # exact, whatever order events came in
+
+        with pytest.raises(EntryError, match=r"train_0.txt:7: image: .*nowhere.jpg"):
+            shardkit.build([bad], tmp_path / "bad", config=str(data / "config.yaml"), executor=executors.DaskExecutor(address),
+                           **{**BUILD, "records_per_shard": 30})  # fmt: skip
+        with Client(address, timeout=60) as client:  # the build returned only once its running tasks ended
+            running = client.run(lambda: sorted(__import__("shardkit.executors").executors._dask_running))
+        assert not any(running.values()), running
+        assert not list((tmp_path / "bad").glob(".*incomplete*"))
+
+
 def assert_tasks_reuse_heap(address: str) -> None:
     """Dask's nanny fixes glibc's trim threshold in its workers, so image-sized arrays become fresh
     mmaps (about 30 % slower builds); inside shardkit's task scope the heap reuses them."""
@@ -205,3 +249,19 @@ def test_a_node_with_another_node_count_is_refused(data: Path, tmp_path: Path) -
     shardkit.build([data / "val.txt"], out, workers=1, num_nodes=2, node_index=0, progress=False)
     with pytest.raises(OutputError, match="shared by 2 nodes, not 3"):
         shardkit.build([data / "val.txt"], out, workers=1, num_nodes=3, node_index=2, progress=False)
+
+
+def test_dask_progress_settles_late_and_repeated_ticks() -> None:
+    from shardkit.executors import _DaskProgress
+
+    shown: list[int] = []
+    progress = _DaskProgress(shown.append)
+    progress.event((0.0, ["a", 5]))
+    progress.event((0.0, ["b", 4]))
+    progress.event((0.0, ["a", 5]))  # task a's worker died after ticking; the rerun ticks again
+    progress.finished("a", 6)  # a wrote 6 records in the end: the excess goes back
+    progress.event((0.0, ["a", 1]))  # a late tick of a finished task is dropped
+    progress.finished("b", 4)  # b's ticks were exact: nothing to settle
+    progress.finished("c", 3)  # c's ticks never arrived before its result
+    assert sum(shown) == 6 + 4 + 3
+    assert shown == [5, 4, 5, -4, 3]
