@@ -225,9 +225,9 @@ class DaskExecutor:
         writes into OUT. Past the timeout, a straggler still cannot commit into another build."""
         deadline = time.monotonic() + self.stop_timeout
         while time.monotonic() < deadline:
-            try:
-                running = client.run(_still_running, list(keys))
-            except Exception:  # the cluster went away: nothing left to wait for that we can see
+            try:  # a worker that cannot answer (it died) runs nothing of ours: "ignore" leaves it out
+                running = client.run(_still_running, list(keys), on_error="ignore")
+            except Exception:  # the scheduler went away: nothing left to wait for that we can see
                 return
             if not any(running.values()):
                 return
