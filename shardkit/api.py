@@ -21,7 +21,7 @@ from shardkit import layout, manifest, resume, tfds_meta
 from shardkit.config import Config, infer_config, load_config
 from shardkit.entries import Entry, collect_classes, to_entries
 from shardkit.errors import EntryError, OutputError, ShardkitError
-from shardkit.executors import Executor, InlineExecutor, PoolExecutor, default_workers
+from shardkit.executors import Executor, InlineExecutor, PoolExecutor, cluster_slots, default_workers
 from shardkit.index import IndexFile, Row, discover, folder_rows, read_rows
 from shardkit.lock import OutputLock
 from shardkit.plan import BuildSettings, ShardTask, default_entries_per_shard, plan_split
@@ -83,6 +83,7 @@ def build(
     uncompressed shard (byte offset and length per record, as DALI and the ``tfrecord`` package use).
     """
     started = time.perf_counter()
+    workers_given = workers is not None
     workers = workers if workers is not None else default_workers()
     _check_options(indexes, out, from_folder, records_per_shard, workers, compression, on_error)
     if not 0 <= node_index < num_nodes:
@@ -107,7 +108,9 @@ def build(
             held.enter_context(OutputLock(os.path.join(state_dir, f"lock.node-{node_index}")))
         state = resume.prepare_state(out_dir, fingerprint, cfg, parameters, inputs, overwrite)
         if "splits" not in state:
-            state["splits"] = {name: _split_plan(split_entries, records_per_shard, cfg, workers) for name, split_entries in entries.items()}
+            # Under Dask this asks the scheduler for its worker threads: only when the default shard size needs them.
+            slots = workers if records_per_shard else _plan_slots(executor, workers, workers_given, num_nodes)
+            state["splits"] = {name: _split_plan(split_entries, records_per_shard, cfg, slots) for name, split_entries in entries.items()}
             state["skipped"] = [
                 {"split": name, "source": e.source, "line": e.line, "reason": e.reason}
                 for name, errors in parse_errors.items()
@@ -290,9 +293,20 @@ def _fingerprint(cfg: Config, parameters: dict[str, Any], inputs: dict[str, Any]
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
-def _split_plan(entries: Sequence[Entry], records_per_shard: int | None, cfg: Config, workers: int) -> dict[str, Any]:
+def _plan_slots(executor: Executor | None, workers: int, workers_given: bool, num_nodes: int) -> int:
+    """How many shard tasks run at once, which the default plan gives each split at least as many
+    shards as: every node's pool under --num-nodes (nodes alike), and a Dask cluster's worker
+    threads unless ``workers`` says how many to plan for (a cluster that is still scaling up)."""
+    if not workers_given:
+        cluster = cluster_slots(executor)
+        if cluster is not None:
+            return cluster
+    return workers * num_nodes
+
+
+def _split_plan(entries: Sequence[Entry], records_per_shard: int | None, cfg: Config, slots: int) -> dict[str, Any]:
     if records_per_shard is None:
-        per_shard = default_entries_per_shard(len(entries), _bytes_per_entry(entries, cfg), workers)
+        per_shard = default_entries_per_shard(len(entries), _bytes_per_entry(entries, cfg), slots)
     else:
         per_shard = records_per_shard
     num_shards = -(-len(entries) // per_shard) if entries else 0

@@ -58,9 +58,16 @@ def main() -> None:
     "--records-per-shard",
     type=click.IntRange(min=1),
     metavar="N",
-    help="Input entries per shard (default: shards of about 128 MB, at least one per worker).",
+    help="Input entries per shard (default: shards of about 128 MB, and at least as many shards per split as workers "
+    "on every node, or Dask worker threads).",
 )
-@click.option("-w", "--workers", type=click.IntRange(min=1), help="Worker processes (default: the usable cores).")
+@click.option(
+    "-w",
+    "--workers",
+    type=click.IntRange(min=1),
+    help="Worker processes (default: the usable cores). With --executor dask: the tasks to plan shards for "
+    "(default: the cluster's worker threads at the start).",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Global augmentation seed.")
 @click.option("--compression", type=click.Choice(["none", "gzip"]), default="none", show_default=True)
 @click.option(

@@ -31,6 +31,13 @@ class Executor(Protocol):
     def run(self, tasks: Sequence[ShardTask], on_progress: OnProgress, on_shard: OnShard) -> list[ShardResult]: ...
 
 
+def cluster_slots(executor: Executor | None) -> int | None:
+    """How many tasks the executor's cluster runs at once, for an executor that runs on one and
+    can tell (``slots()``); None for local executors, and for a cluster with no workers yet."""
+    slots = getattr(executor, "slots", None)
+    return (slots() or None) if callable(slots) else None
+
+
 class InlineExecutor:
     """Runs every task in this process: the identical worker code, easy to debug (``--workers 1``)."""
 
@@ -180,18 +187,28 @@ class DaskExecutor:
         self.connect_timeout = connect_timeout
         self.stop_timeout = stop_timeout
 
-    def run(self, tasks: Sequence[ShardTask], on_progress: OnProgress, on_shard: OnShard) -> list[ShardResult]:
+    def _connect(self) -> Any:
         try:
-            from distributed import Client, as_completed
+            from distributed import Client
         except ImportError:
             raise WorkerError("--executor dask needs the dask extra: pip install 'shardkit[dask]'") from None
-        if not tasks:
-            return []
         try:
-            client = Client(self.address, timeout=self.connect_timeout)  # type: ignore[no-untyped-call]
+            return Client(self.address, timeout=self.connect_timeout)  # type: ignore[no-untyped-call]
         except (OSError, ValueError, TimeoutError) as exc:
             raise WorkerError(f"cannot reach the Dask scheduler at {self.address}: {exc}") from None
-        with client:
+
+    def slots(self) -> int:
+        """Worker threads in the cluster now (0 while it has no workers): how many shard tasks it
+        runs at once, which the default plan cuts each split for so that none of them idles."""
+        with self._connect() as client:
+            return sum(client.nthreads().values())
+
+    def run(self, tasks: Sequence[ShardTask], on_progress: OnProgress, on_shard: OnShard) -> list[ShardResult]:
+        if not tasks:
+            return []
+        with self._connect() as client:
+            from distributed import as_completed
+
             # One task group per shard (Dask groups keys by their prefix up to the first '-'): as one
             # group, Dask co-assigns consecutive "root" tasks to one worker, which put the two big
             # train shards on the same worker and left the other idle. Bigger shards go first.

@@ -346,3 +346,51 @@ def test_a_task_does_not_commit_into_a_folder_another_build_took_over(seg_data: 
         shardkit.build([seg_data], out, workers=1, progress=False, executor=_TakenOverMidway())
     assert not list(out.glob("*.tfrecord")) and not list(out.glob(".*incomplete*"))
     assert not list((out / ".shardkit" / "shards").glob("*.json"))
+
+
+class _Cluster:
+    """Runs tasks inline but says, like DaskExecutor, how many its cluster runs at once."""
+
+    def __init__(self, slots: int) -> None:
+        self._slots = slots
+
+    def slots(self) -> int:
+        return self._slots
+
+    def run(self, tasks: Any, on_progress: Any, on_shard: Any) -> Any:
+        from shardkit.executors import InlineExecutor
+
+        return InlineExecutor().run(tasks, on_progress, on_shard)
+
+
+def _shards_per_split(out: Path) -> dict[str, int]:
+    state = json.loads((out / ".shardkit" / "build.json").read_text())
+    return {name: plan["num_shards"] for name, plan in state["splits"].items()}
+
+
+@pytest.mark.parametrize(
+    ("executor_slots", "workers", "num_nodes", "expected"),
+    [
+        (5, None, 1, {"train": 5, "val": 4}),  # a cluster's threads, not this machine's cores (val: 8 entries, 2 a shard)
+        (5, 3, 1, {"train": 3, "val": 3}),  # --workers says how many to plan for (a cluster still scaling up)
+        (0, 3, 1, {"train": 3, "val": 3}),  # a cluster with no workers yet: the local count
+        (None, 2, 3, {"train": 6, "val": 4}),  # three nodes, each with a pool of 2
+    ],
+)
+def test_the_default_plan_gives_every_slot_of_the_cluster_a_shard(
+    seg_data: Path, tmp_path: Path, executor_slots: int | None, workers: int | None, num_nodes: int, expected: dict[str, int]
+) -> None:
+    out = tmp_path / "out"
+    executor = None if executor_slots is None else _Cluster(executor_slots)
+    shardkit.build([seg_data], out, executor=executor, workers=workers, num_nodes=num_nodes, progress=False)
+    assert _shards_per_split(out) == expected
+
+
+def test_an_explicit_shard_size_does_not_ask_the_cluster(seg_data: Path, tmp_path: Path) -> None:
+    class Unreachable(_Cluster):
+        def slots(self) -> int:
+            raise AssertionError("slots() was asked although --records-per-shard fixes the plan")
+
+    out = tmp_path / "out"
+    shardkit.build([seg_data], out, executor=Unreachable(0), records_per_shard=4, progress=False)
+    assert _shards_per_split(out) == {"train": 6, "val": 2}

@@ -103,6 +103,7 @@ def test_dask_build_equals_local_and_survives_a_killed_worker(data: Path, local:
     from shardkit.executors import DaskExecutor
 
     with dask_cluster(2) as (address, workers):
+        assert DaskExecutor(address).slots() == 2  # what the default plan cuts each split for
         out = tmp_path / "dask"
         result = shardkit.build([data], out, config=str(data / "config.yaml"), executor=DaskExecutor(address), **BUILD)
         assert result.shards_built == 25
@@ -265,3 +266,15 @@ def test_dask_progress_settles_late_and_repeated_ticks() -> None:
     progress.finished("c", 3)  # c's ticks never arrived before its result
     assert sum(shown) == 6 + 4 + 3
     assert shown == [5, 4, 5, -4, 3]
+
+
+def test_an_unreachable_scheduler_is_one_clear_error_before_any_work(data: Path, tmp_path: Path) -> None:
+    from shardkit.errors import WorkerError
+    from shardkit.executors import DaskExecutor
+
+    address = f"tcp://127.0.0.1:{free_port()}"  # nothing listens there
+    with pytest.raises(WorkerError, match=f"cannot reach the Dask scheduler at {address}: "):
+        shardkit.build([data / "val.txt"], tmp_path / "out", executor=DaskExecutor(address, connect_timeout=1), progress=False)
+    assert not list((tmp_path / "out").glob("*.tfrecord"))
+    with pytest.raises(WorkerError, match="cannot reach the Dask scheduler at nonsense://x: unknown address scheme"):
+        DaskExecutor("nonsense://x").slots()
