@@ -37,8 +37,10 @@ class OutputLock:
                 f"{os.path.dirname(os.path.dirname(self.path))}: another build is writing here ({holder}); "
                 "wait for it to finish, or choose another output folder"
             ) from None
-        if not self.shared:  # shared holders leave the text alone: several hold it at once
-            os.ftruncate(fd, 0)
+        # Shared holders (several nodes at once) clear the text an earlier exclusive holder left,
+        # so that a refusal names them and not a build that has ended.
+        os.ftruncate(fd, 0)
+        if not self.shared:
             info = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
             os.write(fd, json.dumps(info).encode())
         self._fd = fd

@@ -154,6 +154,16 @@ def test_second_build_into_the_same_folder_is_refused(seg_data: Path, tmp_path: 
         shardkit.build([seg_data], out, workers=1, progress=False)
 
 
+def test_a_build_refused_by_running_nodes_names_them_not_an_earlier_holder(seg_data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    shardkit.build([seg_data], out, workers=1, progress=False)  # leaves its pid and host in the lock file
+    with OutputLock(str(out / ".shardkit" / "lock"), shared=True), pytest.raises(OutputError) as refused:
+        shardkit.build([seg_data], out, workers=1, progress=False)
+    assert str(refused.value) == (
+        f"{out}: another build is writing here (a multi-node build's nodes); wait for it to finish, or choose another output folder"
+    )
+
+
 def test_missing_image_fails_naming_file_and_line_then_skip_finishes(seg_copy: Path, tmp_path: Path) -> None:
     number, (image_path, _) = index_lines(seg_copy / "train_1.txt")[3]
     (seg_copy / image_path).unlink()
