@@ -2,18 +2,21 @@
 
 Two settings matter for CPU-bound image work: native thread pools pinned to one thread (the
 parallelism is the processes; see ``augment.pin_native_threads``), and glibc's malloc thresholds
-freed from a fixed value (``malloc.relax``). Both are per process, while a Dask worker runs tasks
-in threads of one process, so ``shard_work`` counts the tasks inside: the first one in applies
-the settings, the last one out undoes them.
+freed from a fixed value (``malloc.relax``). An executor may add its own (a Dask worker's
+sampling profiler is paused). All are per process, while a Dask worker runs tasks in threads of
+one process, so ``shard_work`` counts the tasks inside: the first one in applies the settings,
+the last one out undoes them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 from shardkit import malloc
+
+Setting = Callable[[], Callable[[], None]]  # applies itself, returns its undo
 
 
 def apply(augment: bool) -> Callable[[], None]:
@@ -43,10 +46,12 @@ class _Scope:
         self._pinned = False
 
     @contextlib.contextmanager
-    def __call__(self, augment: bool) -> Iterator[None]:
+    def __call__(self, augment: bool, also: Sequence[Setting] = ()) -> Iterator[None]:
+        """``also``: settings of the executor's, applied with the others by the first task in."""
         with self._lock:
             if self._inside == 0:
                 self._undo.append(malloc.relax())
+                self._undo.extend(setting() for setting in also)
             if augment and not self._pinned:
                 self._undo.append(_pin_threads())
                 self._pinned = True
@@ -63,4 +68,4 @@ class _Scope:
 
 
 shard_work = _Scope()
-"""``with shard_work(augment):`` around each task that shares its process with others."""
+"""``with shard_work(augment, also):`` around each task that shares its process with others."""

@@ -109,6 +109,7 @@ def test_dask_build_equals_local_and_survives_a_killed_worker(data: Path, local:
         assert result.shards_built == 25
         same_records(out, local)
         assert_tasks_reuse_heap(address)
+        assert_profiler_paused_while_shards_build(address)
 
         # Now through the CLI in a subprocess, killing one worker while shards are in flight.
         out2 = tmp_path / "dask-killed"
@@ -196,6 +197,32 @@ def assert_tasks_reuse_heap(address: str) -> None:
     assert inside < 10
     if fixed and malloc._glibc() is not None:
         assert outside > 200
+
+
+def assert_profiler_paused_while_shards_build(address: str) -> None:
+    """Dask samples each running task's stack every 10 ms on the worker's event loop; shardkit's
+    task scope pauses that and starts it again after (and leaves it alone when asked to)."""
+    from distributed import Client
+
+    def profiler_running(profile: bool) -> tuple[bool, bool, bool]:  # runs on the worker
+        from distributed import get_worker
+
+        from shardkit import executors
+
+        worker = get_worker()
+        callback = worker.periodic_callbacks["profile"]
+        before = callback.is_running()
+        with executors._dask_shard_work(worker, False, profile):
+            time.sleep(0.3)  # the stop runs on the worker's event loop
+            inside = callback.is_running()
+        time.sleep(0.3)
+        return before, inside, callback.is_running()
+
+    with Client(address, timeout=60) as client:
+        assert client.submit(profiler_running, False, pure=False).result(timeout=60) == (True, False, True)
+        assert client.submit(profiler_running, True, pure=False).result(timeout=60) == (True, True, True)
+        # and after the builds above, every worker samples again
+        assert all(client.run(lambda dask_worker: dask_worker.periodic_callbacks["profile"].is_running()).values())
 
 
 def _node(data: Path, out: Path, index: int, config: str = "config.yaml") -> subprocess.Popen[bytes]:

@@ -97,18 +97,18 @@ def test_shard_work_applies_once_for_concurrent_tasks_and_undoes_after_the_last(
     first_in, first_may_leave = threading.Event(), threading.Event()
 
     def first() -> None:
-        with tuning.shard_work(False):
+        with tuning.shard_work(False, also=[step("profiler")]):  # an executor's own setting (Dask's profiler)
             first_in.set()
             assert first_may_leave.wait(10)
 
     thread = threading.Thread(target=first)
     thread.start()
     assert first_in.wait(10)
-    with tuning.shard_work(True):  # joins while the first task runs; augmenting adds the pin
+    with tuning.shard_work(True, also=[step("profiler")]):  # joins while the first task runs; augmenting adds the pin
         first_may_leave.set()
         thread.join(10)
-        assert log == ["malloc+", "pin+"]  # the first task left, the second still runs: nothing undone
-    assert log == ["malloc+", "pin+", "pin-", "malloc-"]
+        assert log == ["malloc+", "profiler+", "pin+"]  # the first task left, the second still runs: nothing undone
+    assert log == ["malloc+", "profiler+", "pin+", "pin-", "profiler-", "malloc-"]
     with tuning.shard_work(True):
         pass
-    assert log[4:] == ["malloc+", "pin+", "pin-", "malloc-"]
+    assert log[6:] == ["malloc+", "pin+", "pin-", "malloc-"]
