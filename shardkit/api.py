@@ -140,7 +140,8 @@ def build(
         finally:
             # Temp files of shards stopped mid-way. Ours alone: other nodes may be writing theirs.
             for temp in layout.temp_files(out_dir, None if num_nodes == 1 else [t.name for t in mine]):
-                os.remove(temp)
+                with contextlib.suppress(FileNotFoundError):  # a task still running elsewhere removed its own
+                    os.remove(temp)
         missing: list[str] = []
         if num_nodes == 1:
             finished = {r.name: r for r in [*done.values(), *fresh]}

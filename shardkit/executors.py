@@ -241,6 +241,7 @@ class DaskExecutor:
         with self._connect() as client:
             from distributed import as_completed
 
+            self._check_workers(client)
             # One task group per shard (Dask groups keys by their prefix up to the first '-'): as one
             # group, Dask co-assigns consecutive "root" tasks to one worker, which put the two big
             # train shards on the same worker and left the other idle. Bigger shards go first.
@@ -252,10 +253,11 @@ class DaskExecutor:
                 client.submit(_run_on_dask, task, key, topic, self.profile, key=key, pure=False, priority=len(task.entries))
                 for task, key in zip(tasks, keys, strict=True)
             ]
+            names = {key: task.name for task, key in zip(tasks, keys, strict=True)}
             results = []
             try:
                 for future in as_completed(futures):  # type: ignore[no-untyped-call]
-                    result: ShardResult = future.result()  # re-raises a worker's exception (EntryError, ...)
+                    result = self._result(future, names[future.key])
                     progress.finished(future.key, result.records)
                     on_shard(result)
                     results.append(result)
@@ -267,6 +269,42 @@ class DaskExecutor:
                 with contextlib.suppress(Exception):  # a lost connection must not hide the build's own error
                     client.unsubscribe_topic(topic)  # type: ignore[no-untyped-call]
             return results
+
+    def _check_workers(self, client: Any) -> None:
+        """Refuse workers that cannot import this shardkit: a task they cannot unpickle closes the
+        worker, Dask gives up on none of it, and the build would wait forever with no word."""
+        from shardkit import __version__
+
+        # eval: a builtin travels by reference, where a function of shardkit's would need shardkit to load.
+        found = client.run(eval, "__import__('shardkit').__version__", on_error="return")
+        for address, version in sorted(found.items()):
+            if isinstance(version, BaseException):
+                raise WorkerError(
+                    f"Dask worker {address} cannot import shardkit ({type(version).__name__}: {version}): "
+                    f"install shardkit {__version__} with its dependencies on every worker"
+                )
+            if version != __version__:
+                raise WorkerError(f"Dask worker {address} runs shardkit {version}, this build {__version__}: install one everywhere")
+
+    def _result(self, future: Any, name: str) -> ShardResult:
+        """The shard's result; a worker's own exception (EntryError, ...) as it was raised there,
+        and Dask's failures as one line that says what to do."""
+        from distributed import CancelledError, KilledWorker
+
+        try:
+            result: ShardResult = future.result()
+        except KilledWorker as exc:
+            raise WorkerError(
+                f"{name}: every Dask worker that ran it died ({exc.allowed_failures + 1} tries), most often killed for using "
+                "too much memory (see the workers' logs). Finished shards are kept: rerun the same command to resume, "
+                "with more memory per worker or fewer threads per worker"
+            ) from None
+        except CancelledError as exc:  # the client lost the scheduler, or someone cancelled the task
+            raise WorkerError(
+                f"{name}: Dask gave up on the task ({getattr(exc, 'reason', 'cancelled')}); is the scheduler at "
+                f"{self.address} still up? Finished shards are kept: rerun the same command to resume"
+            ) from None
+        return result
 
     def _wait_for_running(self, client: Any, keys: Sequence[str]) -> None:
         """Cancelled tasks that already run go on to the end of their shard: wait for them (up to

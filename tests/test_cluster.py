@@ -66,7 +66,9 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def dask_cluster(workers: int, nanny: bool = True) -> Iterator[tuple[str, list[subprocess.Popen[bytes]]]]:
+def dask_cluster(
+    workers: int, nanny: bool = True, worker_env: dict[str, str] | None = None
+) -> Iterator[tuple[str, list[subprocess.Popen[bytes]]]]:
     """A real `dask scheduler` and `dask worker` processes on loopback, always torn down.
 
     With the nanny (as `dask worker` starts by default) each worker is a child of its nanny, in
@@ -83,7 +85,10 @@ def dask_cluster(workers: int, nanny: bool = True) -> Iterator[tuple[str, list[s
     try:
         time.sleep(0.5)
         worker_procs = [
-            subprocess.Popen(worker_cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+            # cwd "/": like a real worker, it finds shardkit installed (or on PYTHONPATH), not in the folder it starts in
+            subprocess.Popen(
+                worker_cmd, env=worker_env or ENV, cwd="/", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+            )
             for _ in range(workers)
         ]
         procs += worker_procs
@@ -143,7 +148,9 @@ class RecordingTicks:
 
 
 @pytest.mark.slow
-def test_dask_progress_per_record_and_a_failed_build_leaves_nothing_running(data: Path, tmp_path: Path) -> None:
+def test_dask_progress_per_record_and_a_failed_build_leaves_nothing_running(
+    data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from distributed import Client
 
     from shardkit import executors
@@ -156,10 +163,14 @@ def test_dask_progress_per_record_and_a_failed_build_leaves_nothing_running(data
     ]
     lines[6] = f"{data / 'nowhere.jpg'} {lines[6].split()[1]}"  # shard 0 of 2 fails early, shard 1 runs on
     (bad / "train_0.txt").write_text("\n".join(lines) + "\n")
+    events: list[Any] = []
+    event = executors._DaskProgress.event
+    monkeypatch.setattr(executors._DaskProgress, "event", lambda self, e: (events.append(e), event(self, e)))
     with dask_cluster(2) as (address, _):
         recording = RecordingTicks(executors.DaskExecutor(address))
         result = shardkit.build([data], tmp_path / "ok", config=str(data / "config.yaml"), executor=recording, **BUILD)
         assert sum(recording.ticks) == result.records_built == 450  # exact, whatever order events came in
+        assert events, "no progress event came from the workers: the bar moved only as shards finished"
 
         with pytest.raises(EntryError, match=r"train_0.txt:7: image: .*nowhere.jpg"):
             shardkit.build([bad], tmp_path / "bad", config=str(data / "config.yaml"), executor=executors.DaskExecutor(address),
@@ -305,3 +316,74 @@ def test_an_unreachable_scheduler_is_one_clear_error_before_any_work(data: Path,
     assert not list((tmp_path / "out").glob("*.tfrecord"))
     with pytest.raises(WorkerError, match="cannot reach the Dask scheduler at nonsense://x: unknown address scheme"):
         DaskExecutor("nonsense://x").slots()
+
+
+@contextlib.contextmanager
+def deadline(seconds: int) -> Iterator[None]:
+    """Fail, rather than hang the suite, where the behaviour under test is not hanging."""
+
+    def expire(signum: int, frame: Any) -> None:
+        raise TimeoutError(f"still waiting after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.slow
+def test_workers_that_cannot_import_shardkit_are_one_clear_error_not_a_hang(data: Path, tmp_path: Path) -> None:
+    """A task a worker cannot unpickle closes that worker and Dask would wait for another forever."""
+    from shardkit.errors import WorkerError
+    from shardkit.executors import DaskExecutor
+
+    broken = tmp_path / "site" / "shardkit"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("raise ImportError('No module named albumentations')\n")
+    env = {**ENV, "PYTHONPATH": str(broken.parent)}  # shadows the installed shardkit on the worker only
+    with dask_cluster(1, worker_env=env) as (address, _), deadline(60):
+        with pytest.raises(WorkerError, match=r"Dask worker tcp://127.0.0.1:\d+ cannot import shardkit \(ImportError: No module named "
+                           r"albumentations\): install shardkit [0-9.]+ with its dependencies on every worker"):  # fmt: skip
+            shardkit.build([data / "val.txt"], tmp_path / "out", executor=DaskExecutor(address), progress=False)
+        (broken / "__init__.py").write_text("__version__ = '0.0.1'\n")
+        with dask_cluster(1, worker_env=env) as (older, _), pytest.raises(WorkerError, match=r"runs shardkit 0.0.1, this build [0-9.]+"):
+            shardkit.build([data / "val.txt"], tmp_path / "out", executor=DaskExecutor(older), progress=False)
+    assert not list((tmp_path / "out").glob("*.tfrecord"))
+
+
+class _Failing:
+    """Stands for a Dask future whose result() raises ``exc``."""
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+    def result(self) -> Any:
+        raise self.exc
+
+
+def test_dask_failures_become_one_line_errors_that_say_what_to_do() -> None:
+    from distributed import KilledWorker
+    from distributed.client import FutureCancelledError
+
+    from shardkit.errors import WorkerError
+    from shardkit.executors import DaskExecutor
+
+    executor = DaskExecutor("tcp://127.0.0.1:8786")
+    name = "train-00001-of-00004.tfrecord"
+    with pytest.raises(WorkerError) as killed:
+        executor._result(_Failing(KilledWorker("key", object(), 3)), name)
+    assert str(killed.value).startswith(
+        f"{name}: every Dask worker that ran it died (4 tries), most often killed for using too much memory"
+    )
+    assert "rerun the same command to resume" in str(killed.value)
+    with pytest.raises(WorkerError) as lost:
+        executor._result(_Failing(FutureCancelledError("key", "scheduler-connection-lost")), name)
+    assert str(lost.value) == (
+        f"{name}: Dask gave up on the task (scheduler-connection-lost); is the scheduler at tcp://127.0.0.1:8786 still up? "
+        "Finished shards are kept: rerun the same command to resume"
+    )
+    with pytest.raises(EntryError):  # a worker's own error goes on as it was raised there
+        executor._result(_Failing(EntryError("train.txt", 3, "image: x.jpg: file not found")), name)
