@@ -106,7 +106,7 @@ def build(
         held.enter_context(OutputLock(os.path.join(state_dir, "lock"), shared=num_nodes > 1))
         if num_nodes > 1:
             held.enter_context(OutputLock(os.path.join(state_dir, f"lock.node-{node_index}")))
-        state = resume.prepare_state(out_dir, fingerprint, cfg, parameters, inputs, overwrite)
+        state = resume.prepare_state(out_dir, fingerprint, cfg, parameters, inputs, overwrite, multi_node=num_nodes > 1)
         if "splits" not in state:
             # Under Dask this asks the scheduler for its worker threads: only when the default shard size needs them.
             slots = workers if records_per_shard else _plan_slots(executor, workers, workers_given, num_nodes)

@@ -19,6 +19,8 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
+from shardkit.errors import OutputError
+
 STATE_DIR = ".shardkit"
 MANIFEST = "manifest.json"
 ERRORS = "errors.jsonl"
@@ -115,6 +117,12 @@ def create_json_once(path: str, obj: Any) -> bool:
         return True
     except FileExistsError:
         return False
+    except OSError as exc:  # EPERM/ENOTSUP: object-store mounts (gcsfuse, s3fs, blobfuse) have no hard links
+        raise OutputError(
+            f"{folder}: cannot publish the build's plan for the other nodes, hard links fail here ({exc.strerror}). "
+            "Multi-node builds need a shared filesystem with hard links and flock (NFS, Lustre, GPFS, CephFS): "
+            "write OUT there, or use --executor dask"
+        ) from None
     finally:
         os.remove(temp)
 

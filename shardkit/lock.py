@@ -37,6 +37,12 @@ class OutputLock:
                 f"{os.path.dirname(os.path.dirname(self.path))}: another build is writing here ({holder}); "
                 "wait for it to finish, or choose another output folder"
             ) from None
+        except OSError as exc:  # ENOLCK: NFS without lockd; ENOSYS/EOPNOTSUPP: Lustre mounted noflock, some FUSE mounts
+            os.close(fd)
+            raise OutputError(
+                f"{self.path}: cannot lock the output folder ({exc.strerror}); shardkit needs flock(2) to keep two builds "
+                "apart: use a filesystem that has it (NFS with lockd, Lustre mounted with flock), or a local disk"
+            ) from None
         # Shared holders (several nodes at once) clear the text an earlier exclusive holder left,
         # so that a refusal names them and not a build that has ended.
         os.ftruncate(fd, 0)

@@ -23,7 +23,13 @@ STATE_VERSION = 1
 
 
 def prepare_state(
-    out_dir: str, fingerprint: str, cfg: Config, parameters: dict[str, Any], inputs: dict[str, Any], overwrite: bool
+    out_dir: str,
+    fingerprint: str,
+    cfg: Config,
+    parameters: dict[str, Any],
+    inputs: dict[str, Any],
+    overwrite: bool,
+    multi_node: bool = False,
 ) -> dict[str, Any]:
     """Load the existing build state (resume), or refuse/clear a different one, or start fresh."""
     state_path = os.path.join(layout.state_dir(out_dir), "build.json")
@@ -49,7 +55,9 @@ def prepare_state(
             return old
     if (old is not None or leftovers) and not overwrite:
         what = difference(old, fresh) if old is not None else "it holds shards or a manifest from an unknown build"
-        raise OutputError(f"{out_dir}: already holds a different build ({what}); use --overwrite to replace it, or another output folder")
+        # --overwrite is refused with --num-nodes: one node must not delete what the others build.
+        remedy = "nodes of one build must share config, inputs and options; clear OUT" if multi_node else "use --overwrite"
+        raise OutputError(f"{out_dir}: already holds a different build ({what}); {remedy} to replace it, or use another output folder")
     for path in leftovers:
         os.remove(path)
     return fresh

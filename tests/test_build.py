@@ -154,6 +154,26 @@ def test_second_build_into_the_same_folder_is_refused(seg_data: Path, tmp_path: 
         shardkit.build([seg_data], out, workers=1, progress=False)
 
 
+def test_a_folder_without_flock_or_hard_links_is_one_clear_error(seg_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+    import fcntl
+
+    def no_lock(fd: int, op: int) -> None:
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    def no_link(src: str, dst: str) -> None:
+        raise OSError(errno.EPERM, os.strerror(errno.EPERM))
+
+    with monkeypatch.context() as patched:
+        patched.setattr(fcntl, "flock", no_lock)  # NFS without lockd
+        with pytest.raises(OutputError, match=r"lock: cannot lock the output folder \(No locks available\); shardkit needs flock"):
+            shardkit.build([seg_data], tmp_path / "nfs", workers=1, progress=False)
+    monkeypatch.setattr(os, "link", no_link)  # gcsfuse, s3fs: no hard links to publish the nodes' plan
+    with pytest.raises(OutputError, match=r"cannot publish the build's plan for the other nodes, hard links fail here"):
+        shardkit.build([seg_data], tmp_path / "gcs", workers=1, num_nodes=2, node_index=0, progress=False)
+    assert not list((tmp_path / "gcs" / ".shardkit").glob(".build.json*"))  # no temp file left behind
+
+
 def test_a_build_refused_by_running_nodes_names_them_not_an_earlier_holder(seg_data: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     shardkit.build([seg_data], out, workers=1, progress=False)  # leaves its pid and host in the lock file

@@ -274,8 +274,10 @@ def test_three_nodes_one_killed_and_rerun_equal_the_local_build(data: Path, loca
 def test_nodes_with_different_config_are_refused(data: Path, tmp_path: Path) -> None:
     out = tmp_path / "mixed"
     shardkit.build([data / "val.txt"], out, workers=1, num_nodes=2, node_index=0, progress=False)
-    with pytest.raises(OutputError, match="different config"):
+    with pytest.raises(OutputError, match="different config") as refused:
         shardkit.build([data / "val.txt"], out, config=str(data / "config.yaml"), workers=1, num_nodes=2, node_index=1, progress=False)
+    assert "nodes of one build must share config, inputs and options; clear OUT" in str(refused.value)
+    assert "--overwrite" not in str(refused.value)  # refused with --num-nodes: not a way out here
     with pytest.raises(OutputError, match="another build is writing here"):
         from shardkit.lock import OutputLock
 
