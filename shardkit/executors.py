@@ -176,8 +176,8 @@ def _pause_profiler(worker: Any) -> Callable[[], None]:
     """Stop the Dask worker's sampling profiler; returns the undo, which restarts it if it ran.
 
     Every 10 ms (``distributed.worker.profile.interval``) the worker's event loop walks the stack
-    of each running task under the GIL: 2-17 % of a CPU-bound image task's time in one worker
-    process here (scripts/bench.py --scaling). The callback belongs to the event loop's thread,
+    of each running task under the GIL: one worker process built augmented 640x480 images 2-17 %
+    faster with it off (four interleaved pairs on 2 cores). The callback belongs to the event loop's thread,
     so both steps run there, in order: whether it ran is read when it is stopped, not before.
     """
     callback = getattr(worker, "periodic_callbacks", {}).get("profile")
