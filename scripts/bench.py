@@ -199,7 +199,7 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def dask_processes(workers: int, nanny: bool, env: dict[str, str] | None = None) -> Iterator[str]:
+def dask_processes(workers: int, nanny: bool, env: dict[str, str] | None = None) -> Iterator[tuple[str, list[subprocess.Popen[bytes]]]]:
     """A real `dask scheduler` and ``workers`` single-threaded `dask worker` processes on 127.0.0.1,
     started as users start them (with or without the nanny), warmed up, always torn down."""
     from distributed import Client
@@ -221,7 +221,7 @@ def dask_processes(workers: int, nanny: bool, env: dict[str, str] | None = None)
             client.wait_for_workers(workers, timeout=120)
             # A long-lived cluster's workers have imported these already: do not time the imports.
             client.run(lambda: [__import__(m) for m in ("albumentations", "cv2", "shardkit.worker", "shardkit.augment")])
-        yield address
+        yield address, procs
     finally:
         for proc in procs:
             with contextlib.suppress(ProcessLookupError):
@@ -229,22 +229,45 @@ def dask_processes(workers: int, nanny: bool, env: dict[str, str] | None = None)
             proc.wait(timeout=30)
 
 
+def _cpu_seconds(process: Any) -> float:
+    times = process.cpu_times()
+    return float(times.user + times.system)
+
+
+def dask_cpu(procs: list[subprocess.Popen[bytes]], nanny: bool) -> tuple[float, float]:
+    """CPU seconds so far of (the worker processes, Dask's machinery: the scheduler and the nannies)."""
+    import psutil  # a dependency of distributed
+
+    scheduler, *started = (psutil.Process(p.pid) for p in procs)
+    workers = [child for p in started for child in p.children(recursive=True)] if nanny else started
+    machinery = [scheduler, *(started if nanny else [])]
+    return sum(map(_cpu_seconds, workers)), sum(map(_cpu_seconds, machinery))
+
+
 def run_dask(
     root: Path, out: Path, workers: int, nanny: bool = True, env: dict[str, str] | None = None, profile: bool = False
-) -> tuple[int, float]:
-    """The same augmented build through real Dask worker processes (see ``dask_processes``)."""
+) -> tuple[int, float, float]:
+    """The same augmented build through real Dask worker processes (see ``dask_processes``): records,
+    seconds, and the share of the build's CPU time that Dask's machinery took (scheduler, nannies,
+    and this client process)."""
     import shardkit
     from shardkit.config import parse_config
     from shardkit.executors import DaskExecutor
 
     features = {"image": {"kind": "image", "column": 0, "encoding": "jpeg", "quality": QUALITY}, "mask": {"kind": "mask", "column": 1}}
     config = parse_config({"features": features, "augment": {"copies": 1, "pipeline": PIPELINE}})
-    with dask_processes(workers, nanny, env) as address:
+    with dask_processes(workers, nanny, env) as (address, procs):
         shutil.rmtree(out, ignore_errors=True)
+        work_before, machinery_before = dask_cpu(procs, nanny)
+        client_before = time.process_time()
         started = time.perf_counter()
         executor = DaskExecutor(address, profile=profile)
         result = shardkit.build([root / "classic"], out, config=config, workers=workers, progress=False, executor=executor)
-        return result.records, time.perf_counter() - started
+        seconds = time.perf_counter() - started
+        work_after, machinery_after = dask_cpu(procs, nanny)
+        work = work_after - work_before
+        machinery = machinery_after - machinery_before + time.process_time() - client_before
+        return result.records, seconds, machinery / (work + machinery)
 
 
 def run_cp(root: Path, out: Path, sync: bool) -> float:
@@ -351,6 +374,7 @@ def scaling_table(root: Path, scratch: Path, repeat: int) -> None:
     # repeat, and the table shows their median and range beside the best rates.
     best: dict[str, float] = {}
     paired: dict[str, list[float]] = {}
+    machinery: dict[str, list[float]] = {}
 
     def keep(name: str, rate: float) -> float:
         best[name] = max(best.get(name, 0.0), rate)
@@ -362,8 +386,9 @@ def scaling_table(root: Path, scratch: Path, repeat: int) -> None:
             paired.setdefault(f"pool {n}", []).append(rates[n] / (n * rates[1]))
         for kind, (nanny, env, profile) in dask_kinds.items():
             local = keep(f"pool {dask_workers}", pool(dask_workers))
-            images, t = run_dask(root, scratch / "dask", dask_workers, nanny, env, profile)
+            images, t, share = run_dask(root, scratch / "dask", dask_workers, nanny, env, profile)
             paired.setdefault(kind, []).append(keep(kind, images / t) / local)
+            machinery.setdefault(kind, []).append(share)
 
     def spread(values: list[float]) -> str:
         return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
@@ -371,11 +396,15 @@ def scaling_table(root: Path, scratch: Path, repeat: int) -> None:
     print(f"\n{'executor':24} {'workers':>7} {'best images/s':>13}  {'efficiency, paired: median (range)':34}")
     for n in counts:
         print(f"{'local pool':24} {n:7d} {best[f'pool {n}']:13.1f}  {spread(paired[f'pool {n}'])}")
-    print(f"\n{'executor':24} {'workers':>7} {'best images/s':>13}  {'/ local pool at ' + str(dask_workers) + ', paired: median (range)'}")
+    vs_pool = f"/ local pool at {dask_workers}, paired: median (range)"
+    print(f"\n{'executor':24} {'workers':>7} {'best images/s':>13}  {vs_pool:38}  Dask's own CPU share: median (range)")
     for kind in dask_kinds:
-        print(f"{kind:24} {dask_workers:7d} {best[kind]:13.1f}  {spread(paired[kind])}")
+        shares = [100 * m for m in machinery[kind]]
+        own = f"{statistics.median(shares):.1f} % ({min(shares):.1f}-{max(shares):.1f})"
+        print(f"{kind:24} {dask_workers:7d} {best[kind]:13.1f}  {spread(paired[kind]):38}  {own}")
     print("\nefficiency = rate / (workers x rate at 1 worker), from the same repeat   (target >= 0.9)")
     print("dask / local pool: each Dask run over the local pool run just before it     (target >= 0.9: within 10 %)")
+    print("Dask's own CPU share: scheduler + nannies + client over all CPU time the build took (the rest: worker processes)")
 
 
 if __name__ == "__main__":
