@@ -241,7 +241,7 @@ class DaskExecutor:
         with self._connect() as client:
             from distributed import as_completed
 
-            self._check_workers(client)
+            self._check_cluster(client)
             # One task group per shard (Dask groups keys by their prefix up to the first '-'): as one
             # group, Dask co-assigns consecutive "root" tasks to one worker, which put the two big
             # train shards on the same worker and left the other idle. Bigger shards go first.
@@ -270,21 +270,20 @@ class DaskExecutor:
                     client.unsubscribe_topic(topic)  # type: ignore[no-untyped-call]
             return results
 
-    def _check_workers(self, client: Any) -> None:
-        """Refuse workers that cannot import this shardkit: a task they cannot unpickle closes the
-        worker, Dask gives up on none of it, and the build would wait forever with no word."""
-        from shardkit import __version__
-
-        # eval: a builtin travels by reference, where a function of shardkit's would need shardkit to load.
-        found = client.run(eval, "__import__('shardkit').__version__", on_error="return")
-        for address, version in sorted(found.items()):
-            if isinstance(version, BaseException):
-                raise WorkerError(
-                    f"Dask worker {address} cannot import shardkit ({type(version).__name__}: {version}): "
-                    f"install shardkit {__version__} with its dependencies on every worker"
-                )
-            if version != __version__:
-                raise WorkerError(f"Dask worker {address} runs shardkit {version}, this build {__version__}: install one everywhere")
+    def _check_cluster(self, client: Any) -> None:
+        """Refuse a scheduler or workers that cannot load this shardkit's tasks. The scheduler
+        unpickles the task graph (it would fail every task with a traceback); a worker that cannot
+        unpickle a task closes, Dask gives up on none of it, and the build would wait for ever.
+        Workers that join later are not asked."""
+        # What unpickling a task imports: shardkit.executors, and through it the worker's dependencies.
+        # eval is a builtin, so it travels by reference where a function of shardkit's would need shardkit.
+        probe = "__import__('shardkit.executors').__version__"
+        try:
+            scheduler = {f"the Dask scheduler at {self.address}": client.run_on_scheduler(eval, probe)}
+        except Exception as exc:  # run_on_scheduler re-raises the scheduler's error
+            scheduler = {f"the Dask scheduler at {self.address}": exc}
+        workers = {f"Dask worker {address}": found for address, found in sorted(client.run(eval, probe, on_error="return").items())}
+        _check_versions({**scheduler, **workers})
 
     def _result(self, future: Any, name: str) -> ShardResult:
         """The shard's result; a worker's own exception (EntryError, ...) as it was raised there,
@@ -349,6 +348,20 @@ class _DaskProgress:
             settle = records - self._ticked.pop(key, 0)
             if settle:
                 self._on_progress(settle)
+
+
+def _check_versions(found: dict[str, Any]) -> None:
+    """``found``: for each part of a cluster, the shardkit version it loaded, or why it could not."""
+    from shardkit import __version__
+
+    for where, version in found.items():
+        if isinstance(version, BaseException):
+            raise WorkerError(
+                f"{where} cannot import shardkit ({type(version).__name__}: {version}): "
+                f"install shardkit {__version__} with its dependencies on the scheduler and every worker"
+            )
+        if version != __version__:
+            raise WorkerError(f"{where} runs shardkit {version}, this build {__version__}: install one version everywhere")
 
 
 def _dask_key(task: ShardTask) -> str:

@@ -67,25 +67,25 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def dask_cluster(
-    workers: int, nanny: bool = True, worker_env: dict[str, str] | None = None
+    workers: int, nanny: bool = True, worker_env: dict[str, str] | None = None, scheduler_env: dict[str, str] | None = None
 ) -> Iterator[tuple[str, list[subprocess.Popen[bytes]]]]:
     """A real `dask scheduler` and `dask worker` processes on loopback, always torn down.
 
     With the nanny (as `dask worker` starts by default) each worker is a child of its nanny, in
-    the nanny's process group, so killing the group kills both."""
+    the nanny's process group, so killing the group kills both. All start in "/", as real ones
+    do: they find shardkit installed (or on PYTHONPATH), not in the folder they start in."""
     from distributed import Client
 
     port = free_port()
     address = f"tcp://127.0.0.1:{port}"
     dask = [sys.executable, "-m", "distributed.cli.dask_scheduler"]
-    procs = [subprocess.Popen([*dask, "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"], env=ENV,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)]  # fmt: skip
+    procs = [subprocess.Popen([*dask, "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"], env=scheduler_env or ENV,
+                              cwd="/", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)]  # fmt: skip
     worker_cmd = [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1", "--host", "127.0.0.1",
                   "--no-dashboard", "--death-timeout", "60", *([] if nanny else ["--no-nanny"])]  # fmt: skip
     try:
         time.sleep(0.5)
         worker_procs = [
-            # cwd "/": like a real worker, it finds shardkit installed (or on PYTHONPATH), not in the folder it starts in
             subprocess.Popen(
                 worker_cmd, env=worker_env or ENV, cwd="/", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
             )
@@ -222,12 +222,19 @@ def assert_profiler_paused_while_shards_build(address: str) -> None:
 
         worker = get_worker()
         callback = worker.periodic_callbacks["profile"]
+
+        def settled(running: bool) -> bool:  # stop and start run on the worker's event loop, soon
+            deadline = time.monotonic() + 30
+            while callback.is_running() != running and time.monotonic() < deadline:
+                time.sleep(0.01)
+            return callback.is_running()
+
         before = callback.is_running()
         with executors._dask_shard_work(worker, False, profile):
-            time.sleep(0.3)  # the stop runs on the worker's event loop
-            inside = callback.is_running()
-        time.sleep(0.3)
-        return before, inside, callback.is_running()
+            inside = settled(profile)
+            time.sleep(0.1)  # and stays so while the task runs
+            inside = inside and callback.is_running() == inside
+        return before, inside, settled(True)
 
     with Client(address, timeout=60) as client:
         assert client.submit(profiler_running, False, pure=False).result(timeout=60) == (True, False, True)
@@ -337,23 +344,42 @@ def deadline(seconds: int) -> Iterator[None]:
 
 
 @pytest.mark.slow
-def test_workers_that_cannot_import_shardkit_are_one_clear_error_not_a_hang(data: Path, tmp_path: Path) -> None:
-    """A task a worker cannot unpickle closes that worker and Dask would wait for another forever."""
+def test_a_cluster_that_cannot_load_shardkit_tasks_is_one_clear_error_not_a_hang(data: Path, tmp_path: Path) -> None:
+    """A worker that cannot unpickle a task closes, and Dask would wait for another for ever; a
+    scheduler that cannot unpickle the graph fails every task with a traceback."""
     from shardkit.errors import WorkerError
     from shardkit.executors import DaskExecutor
 
+    # shardkit installed without one of its dependencies: the package imports, its executors do not.
     broken = tmp_path / "site" / "shardkit"
     broken.mkdir(parents=True)
-    (broken / "__init__.py").write_text("raise ImportError('No module named albumentations')\n")
-    env = {**ENV, "PYTHONPATH": str(broken.parent)}  # shadows the installed shardkit on the worker only
-    with dask_cluster(1, worker_env=env) as (address, _), deadline(60):
-        with pytest.raises(WorkerError, match=r"Dask worker tcp://127.0.0.1:\d+ cannot import shardkit \(ImportError: No module named "
-                           r"albumentations\): install shardkit [0-9.]+ with its dependencies on every worker"):  # fmt: skip
-            shardkit.build([data / "val.txt"], tmp_path / "out", executor=DaskExecutor(address), progress=False)
-        (broken / "__init__.py").write_text("__version__ = '0.0.1'\n")
-        with dask_cluster(1, worker_env=env) as (older, _), pytest.raises(WorkerError, match=r"runs shardkit 0.0.1, this build [0-9.]+"):
-            shardkit.build([data / "val.txt"], tmp_path / "out", executor=DaskExecutor(older), progress=False)
-    assert not list((tmp_path / "out").glob("*.tfrecord"))
+    (broken / "__init__.py").write_text(f"__version__ = {shardkit.__version__!r}\n")
+    (broken / "executors.py").write_text("raise ImportError(\"No module named 'crc32c'\")\n")
+    env = {**ENV, "PYTHONPATH": str(broken.parent)}  # shadows the installed shardkit there only
+    why = r"cannot import shardkit \(ImportError: No module named 'crc32c'\): install shardkit [0-9.]+ with its dependencies on the"
+    out = tmp_path / "out"
+    with (
+        dask_cluster(1, worker_env=env) as (address, _),
+        deadline(60),
+        pytest.raises(WorkerError, match=r"^Dask worker tcp://127.0.0.1:\d+ " + why),
+    ):
+        shardkit.build([data / "val.txt"], out, executor=DaskExecutor(address), progress=False)
+    with (
+        dask_cluster(1, scheduler_env=env) as (address, _),
+        deadline(60),
+        pytest.raises(WorkerError, match=rf"^the Dask scheduler at {address} " + why),
+    ):
+        shardkit.build([data / "val.txt"], out, executor=DaskExecutor(address), progress=False)
+    assert not list(out.glob("*.tfrecord"))
+
+
+def test_another_shardkit_version_on_the_cluster_is_refused() -> None:
+    from shardkit.errors import WorkerError
+    from shardkit.executors import _check_versions
+
+    _check_versions({"the Dask scheduler at tcp://h:8786": shardkit.__version__, "Dask worker tcp://h:1": shardkit.__version__})
+    with pytest.raises(WorkerError, match=r"^Dask worker tcp://h:2 runs shardkit 0.0.1, this build [0-9.]+: install one version everywh"):
+        _check_versions({"Dask worker tcp://h:1": shardkit.__version__, "Dask worker tcp://h:2": "0.0.1"})
 
 
 class _Failing:
