@@ -12,6 +12,7 @@ OUT/
 
 from __future__ import annotations
 
+import errno
 import glob
 import json
 import os
@@ -99,6 +100,9 @@ def write_atomic(path: str, data: bytes, durable: bool = True) -> None:
         fsync_dir(folder)
 
 
+_NO_HARD_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS}
+
+
 def create_json_once(path: str, obj: Any) -> bool:
     """Publish ``obj`` at ``path`` unless something is there already; True if this call won.
 
@@ -117,12 +121,13 @@ def create_json_once(path: str, obj: Any) -> bool:
         return True
     except FileExistsError:
         return False
-    except OSError as exc:  # EPERM/ENOTSUP: object-store mounts (gcsfuse, s3fs, blobfuse) have no hard links
-        raise OutputError(
-            f"{folder}: cannot publish the build's plan for the other nodes, hard links fail here ({exc.strerror}). "
-            "Multi-node builds need a shared filesystem with hard links and flock (NFS, Lustre, GPFS, CephFS): "
-            "write OUT there, or use --executor dask"
-        ) from None
+    except OSError as exc:
+        if exc.errno in _NO_HARD_LINKS:  # object-store mounts (gcsfuse, s3fs, blobfuse) have none
+            raise OutputError(
+                f"{folder}: cannot publish the build's plan for the other nodes, hard links fail here ({exc.strerror}). "
+                "Multi-node builds need a shared filesystem with hard links and flock (NFS, Lustre, GPFS, CephFS): write OUT there"
+            ) from None
+        raise OutputError(f"{path}: cannot publish the build's plan ({exc.strerror})") from None
     finally:
         os.remove(temp)
 

@@ -173,6 +173,13 @@ def test_a_folder_without_flock_or_hard_links_is_one_clear_error(seg_data: Path,
         shardkit.build([seg_data], tmp_path / "gcs", workers=1, num_nodes=2, node_index=0, progress=False)
     assert not list((tmp_path / "gcs" / ".shardkit").glob(".build.json*"))  # no temp file left behind
 
+    def disk_full(src: str, dst: str) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "link", disk_full)  # any other failure is said as it is
+    with pytest.raises(OutputError, match=r"build.json: cannot publish the build's plan \(No space left on device\)$"):
+        shardkit.build([seg_data], tmp_path / "full", workers=1, num_nodes=2, node_index=0, progress=False)
+
 
 def test_a_build_refused_by_running_nodes_names_them_not_an_earlier_holder(seg_data: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
@@ -403,13 +410,20 @@ def _shards_per_split(out: Path) -> dict[str, int]:
     [
         (5, None, 1, {"train": 5, "val": 4}),  # a cluster's threads, not this machine's cores (val: 8 entries, 2 a shard)
         (5, 3, 1, {"train": 3, "val": 3}),  # --workers says how many to plan for (a cluster still scaling up)
-        (0, 3, 1, {"train": 3, "val": 3}),  # a cluster with no workers yet: the local count
+        (0, None, 1, {"train": 3, "val": 3}),  # a cluster with no workers yet: this machine's cores (3 here)
         (None, 2, 3, {"train": 6, "val": 4}),  # three nodes, each with a pool of 2
     ],
 )
 def test_the_default_plan_gives_every_slot_of_the_cluster_a_shard(
-    seg_data: Path, tmp_path: Path, executor_slots: int | None, workers: int | None, num_nodes: int, expected: dict[str, int]
+    seg_data: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    executor_slots: int | None,
+    workers: int | None,
+    num_nodes: int,
+    expected: dict[str, int],
 ) -> None:
+    monkeypatch.setattr(shardkit.api, "default_workers", lambda: 3)
     out = tmp_path / "out"
     executor = None if executor_slots is None else _Cluster(executor_slots)
     shardkit.build([seg_data], out, executor=executor, workers=workers, num_nodes=num_nodes, progress=False)
