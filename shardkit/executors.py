@@ -278,12 +278,15 @@ class DaskExecutor:
         # What unpickling a task imports: shardkit.executors, and through it the worker's dependencies.
         # eval is a builtin, so it travels by reference where a function of shardkit's would need shardkit.
         probe = "__import__('shardkit.executors').__version__"
+        found: dict[str, Any] = {}
+        scheduler = f"the Dask scheduler at {self.address}"
         try:
-            scheduler = {f"the Dask scheduler at {self.address}": client.run_on_scheduler(eval, probe)}
+            found[scheduler] = client.run_on_scheduler(eval, probe)
         except Exception as exc:  # run_on_scheduler re-raises the scheduler's error
-            scheduler = {f"the Dask scheduler at {self.address}": exc}
-        workers = {f"Dask worker {address}": found for address, found in sorted(client.run(eval, probe, on_error="return").items())}
-        _check_versions({**scheduler, **workers})
+            found[scheduler] = exc
+        for address, version in sorted(client.run(eval, probe, on_error="return").items()):
+            found[f"Dask worker {address}"] = version
+        _check_versions(found)
 
     def _result(self, future: Any, name: str) -> ShardResult:
         """The shard's result; a worker's own exception (EntryError, ...) as it was raised there,
