@@ -179,7 +179,7 @@ def run_baseline(root: Path, out: Path, layout: str) -> tuple[int, float]:
 # ----------------------------------------------------------------------------- (c), (d) shardkit
 def run_shardkit(root: Path, out: Path, workers: int, augment: bool, fsync: bool = True) -> tuple[int, float]:
     import shardkit
-    from shardkit.config import parse_config
+    from shardkit.pipeline.config import parse_config
 
     features = {
         "image": {"kind": "image", "column": 0, "encoding": "jpeg" if augment else "raw", "quality": QUALITY},
@@ -220,7 +220,7 @@ def dask_processes(workers: int, nanny: bool, env: dict[str, str] | None = None)
         with Client(address, timeout=60) as client:
             client.wait_for_workers(workers, timeout=120)
             # A long-lived cluster's workers have imported these already: do not time the imports.
-            client.run(lambda: [__import__(m) for m in ("albumentations", "cv2", "shardkit.worker", "shardkit.augment")])
+            client.run(lambda: [__import__(m) for m in ("albumentations", "cv2", "shardkit.pipeline.worker", "shardkit.pipeline.augment")])
         yield address, procs
     finally:
         for proc in procs:
@@ -251,8 +251,8 @@ def run_dask(
     seconds, and the share of the build's CPU time spent outside the worker processes (scheduler,
     nannies, and this client process, which plans and writes the manifest as a local build does)."""
     import shardkit
-    from shardkit.config import parse_config
     from shardkit.executors import DaskExecutor
+    from shardkit.pipeline.config import parse_config
 
     features = {"image": {"kind": "image", "column": 0, "encoding": "jpeg", "quality": QUALITY}, "mask": {"kind": "mask", "column": 1}}
     config = parse_config({"features": features, "augment": {"copies": 1, "pipeline": PIPELINE}})
@@ -362,7 +362,7 @@ def scaling_table(root: Path, scratch: Path, repeat: int) -> None:
     for path in root.rglob("*"):
         if path.is_file():
             path.read_bytes()
-    for module in ("albumentations", "cv2", "shardkit.augment"):  # as the Dask workers have: imports are not timed
+    for module in ("albumentations", "cv2", "shardkit.pipeline.augment"):  # as the Dask workers have: imports are not timed
         __import__(module)
 
     def pool(n: int) -> float:

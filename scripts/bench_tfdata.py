@@ -103,7 +103,7 @@ def main() -> None:
         recompute_rates = [rate(recompute, records) for _ in range(args.epochs)]
         snap = work / "snap"
         code = (
-            "import resource, time\nfrom shardkit.snapshot import materialize_snapshot\n"
+            "import resource, time\nfrom shardkit import materialize_snapshot\n"
             f"r = materialize_snapshot({str(out)!r}, {str(snap)!r}, {str(work / 'prep.py') + ':prep'!r}, progress=False)\n"
             "print(r.seconds, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, r.bytes)\n"
         )

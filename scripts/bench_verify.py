@@ -19,8 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from shardkit.scan import scan  # noqa: E402
-from shardkit.tfrecord import frame  # noqa: E402
+from shardkit.formats.tfrecord import frame  # noqa: E402
+from shardkit.formats.tfrecord_scan import scan  # noqa: E402
 
 
 def make(path: Path, record_bytes: int, total_mb: int) -> None:

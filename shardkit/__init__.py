@@ -1,23 +1,69 @@
 """shardkit: image datasets -> TFRecord shards, fast, safely and reproducibly.
 
-Heavy modules (TensorFlow, albumentations) are imported only where they are used.
+The public Python API, one function per command (``shardkit.api`` holds them)::
+
+    shardkit.build(indexes, out, config=..., seed=...)  -> BuildResult       shardkit build
+    shardkit.finalize(out)                              -> BuildResult       shardkit finalize
+    shardkit.inspect(paths)                             -> dict              shardkit inspect
+    shardkit.count_records(paths)                       -> list[dict]        shardkit inspect --count
+    shardkit.verify(paths, deep=..., workers=...)       -> VerifyReport      shardkit verify
+    shardkit.write_idx_files(paths)                     -> list[IndexReport] shardkit index
+    shardkit.materialize_snapshot(src, snap, preprocess) -> SnapshotResult   shardkit snapshot-materialize
+
+Also public: ``shardkit.errors`` (what the functions raise), ``shardkit.executors``
+(``DaskExecutor``, ...), ``shardkit.tfdata.load`` and ``shardkit.reader.ShardReader``. The
+subpackages (``pipeline``, ``formats``, ``check``, ``read``, ``storage``) are the implementation.
+
+Names resolve on first use, so ``import shardkit`` stays light and never imports TensorFlow.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from shardkit.version import __version__
 
 if TYPE_CHECKING:
-    from shardkit.api import BuildResult, build
+    from shardkit.api import (
+        BuildResult,
+        FileReport,
+        IndexReport,
+        SnapshotResult,
+        VerifyReport,
+        build,
+        count_records,
+        finalize,
+        inspect,
+        materialize_snapshot,
+        verify,
+        write_idx_files,
+    )
 
-__all__ = ["BuildResult", "__version__", "build"]
+__all__ = [
+    "BuildResult",
+    "FileReport",
+    "IndexReport",
+    "SnapshotResult",
+    "VerifyReport",
+    "__version__",
+    "build",
+    "count_records",
+    "finalize",
+    "inspect",
+    "materialize_snapshot",
+    "verify",
+    "write_idx_files",
+]
+_API = frozenset(__all__) - {"__version__"}
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("build", "BuildResult"):
+    if name in _API:
         from shardkit import api
 
         return getattr(api, name)
     raise AttributeError(f"module 'shardkit' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_API])

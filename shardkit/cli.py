@@ -15,8 +15,8 @@ from typing import Any, TypeVar
 
 import click
 
-from shardkit import __version__
 from shardkit.errors import ShardkitError
+from shardkit.version import __version__
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -139,7 +139,7 @@ def build(
 
     Re-running the same command resumes an interrupted build.
     """
-    from shardkit.api import build as run_build
+    import shardkit
 
     nodes, node = _node_share(num_nodes, node_index)
     dask_executor = None
@@ -149,7 +149,7 @@ def build(
         from shardkit.executors import DaskExecutor
 
         dask_executor = DaskExecutor(scheduler)
-    result = run_build(
+    result = shardkit.build(
         indexes,
         out,
         config=config,
@@ -210,9 +210,9 @@ def _node_share(num_nodes: int | None, node_index: int | None) -> tuple[int, int
 @_friendly_errors
 def finalize(out: str) -> None:
     """Write OUT's manifest once every shard of a multi-node build is committed."""
-    from shardkit.api import finalize as run_finalize
+    import shardkit
 
-    result = run_finalize(out)
+    result = shardkit.finalize(out)
     assert result.manifest is not None
     splits = ", ".join(f"{name} {s['records']} records" for name, s in result.manifest["splits"].items())
     click.echo(f"finalized {result.shards_reused} shards: {splits}\nmanifest: {result.out_dir}/manifest.json")
@@ -248,13 +248,11 @@ def inspect(paths: tuple[str, ...], limit: int, scan_all: bool, count: bool, com
     PATHS are files, folders or globs. A shardkit folder is described from its manifest at once;
     other files are sampled and their schema inferred.
     """
-    from shardkit import inspection, report
-    from shardkit.targets import expand
+    import shardkit
+    from shardkit.check import report
 
-    targets = expand(paths)
-    files = targets.files + [os.path.join(o.path, shard["name"]) for o in targets.outputs for _, shard in o.shards()] if count else []
     if count:
-        counts = [inspection.count([f], compression)[0] for f in files]
+        counts = shardkit.count_records(paths, compression)
         if as_json:
             click.echo(json.dumps({"files": counts, "records": sum(c["records"] for c in counts)}, indent=2))
             return
@@ -262,15 +260,14 @@ def inspect(paths: tuple[str, ...], limit: int, scan_all: bool, count: bool, com
             click.echo(f"{c['records']:>10}  {c['path']}" + (f"  ({c['problem']})" if c["problem"] else ""))
         click.echo(f"{sum(c['records'] for c in counts):>10}  records in {len(counts)} files")
         return
-    outputs = [inspection.describe_output(o) for o in targets.outputs]
-    inferred = inspection.infer(targets.files, None if scan_all else limit, compression) if targets.files else None
+    found = shardkit.inspect(paths, records=None if scan_all else limit, compression=compression)
     if as_json:
-        click.echo(json.dumps({"outputs": outputs, "files": inferred}, indent=2, default=str))
+        click.echo(json.dumps(found, indent=2, default=str))
         return
-    for info in outputs:
+    for info in found["outputs"]:
         click.echo("\n".join(report.output_text(info)))
-    if inferred is not None:
-        click.echo("\n".join(report.inferred_text(inferred)))
+    if found["files"] is not None:
+        click.echo("\n".join(report.inferred_text(found["files"])))
 
 
 @main.command()
@@ -284,11 +281,11 @@ def verify(paths: tuple[str, ...], deep: bool, workers: int | None, compression:
 
     Exit code 0 when everything is whole, 1 when anything is wrong, 2 for usage errors.
     """
-    from shardkit import report
+    import shardkit
+    from shardkit.check import report
     from shardkit.executors import default_workers
-    from shardkit.verify import verify as run_verify
 
-    result = run_verify(paths, deep=deep, workers=workers or default_workers(), compression=compression)
+    result = shardkit.verify(paths, deep=deep, workers=workers or default_workers(), compression=compression)
     click.echo(json.dumps(result.to_dict(), indent=2) if as_json else "\n".join(report.verify_text(result)))
     sys.exit(0 if result.ok else 1)
 
@@ -341,15 +338,12 @@ def snapshot_materialize(
     Training code then reads it with plain tf.data.Dataset.load(SNAP). A rerun with the same
     source and preprocess code is a no-op; a stale snapshot is refused unless --overwrite.
     """
-    from shardkit.config import load_config
-    from shardkit.snapshot import materialize_snapshot
+    import shardkit
 
-    if preprocess is None and config is not None:
-        preprocess = load_config(config).snapshot_preprocess
-    if preprocess is None:
+    if preprocess is None and config is None:
         raise click.UsageError("give --preprocess MODULE:FUNCTION, or a --config with snapshot.preprocess")
-    result = materialize_snapshot(
-        src, snap, preprocess, split=split, compression=None if compression.upper() == "NONE" else "GZIP",
+    result = shardkit.materialize_snapshot(
+        src, snap, preprocess, config=config, split=split, compression=None if compression.upper() == "NONE" else "GZIP",
         num_shards=num_shards, overwrite=overwrite, progress=False if quiet else None, dispatcher=dispatcher,
     )  # fmt: skip
     if quiet:
@@ -364,23 +358,17 @@ def snapshot_materialize(
 @click.argument("paths", nargs=-1, required=True)
 @click.option("-w", "--workers", type=click.IntRange(min=1), help="Files indexed in parallel (default: the usable cores).")
 @click.option("--compression", type=COMPRESSION, default="auto", show_default=True)
+@_friendly_errors
 def index(paths: tuple[str, ...], workers: int | None, compression: str) -> None:
     """Write NAME.idx beside existing TFRecord files (offset and length per record, for DALI and PyTorch).
 
     Every record's CRCs are checked on the way; each index is written atomically. Compressed
     files cannot be indexed (readers seek in the uncompressed bytes).
     """
-    from shardkit.errors import ShardkitError
+    import shardkit
     from shardkit.executors import default_workers
-    from shardkit.indexing import index_files
-    from shardkit.targets import expand
 
-    try:
-        targets = expand(paths)
-    except ShardkitError as exc:
-        raise click.ClickException(str(exc)) from None
-    files = targets.files + [os.path.join(o.path, shard["name"]) for o in targets.outputs for _, shard in o.shards()]
-    reports = index_files(files, workers or default_workers(), compression)
+    reports = shardkit.write_idx_files(paths, workers or default_workers(), compression)
     for r in reports:
         click.echo(f"OK      {r.index} ({r.records} records)" if r.problem is None else f"FAILED  {r.path}: {r.problem}")
     sys.exit(0 if all(r.problem is None for r in reports) else 1)

@@ -13,14 +13,14 @@ import pytest
 from PIL import Image
 
 import shardkit
-from shardkit import images
-from shardkit.augment import Augmenter
-from shardkit.config import parse_config
 from shardkit.errors import EntryError, OutputError, WorkerError
 from shardkit.executors import PoolExecutor
-from shardkit.lock import OutputLock
-from shardkit.plan import record_seed
-from shardkit.tfrecord import file_crc32c
+from shardkit.formats import image_codec
+from shardkit.formats.tfrecord import file_crc32c
+from shardkit.pipeline.augment import Augmenter
+from shardkit.pipeline.config import parse_config
+from shardkit.pipeline.lock import OutputLock
+from shardkit.pipeline.plan import record_seed
 from tests.tfread import decode, raw_records, read_split
 
 SEG_CONFIG: dict[str, Any] = {
@@ -70,7 +70,7 @@ def test_segmentation_records_equal_their_inputs(seg_data: Path, tmp_path: Path)
             for copy, record in enumerate(copies):
                 want = augmenter({"image": image, "mask": mask}, record_seed(7, f"{name}:{number}", copy))
                 assert np.array_equal(decode(record["mask"])[..., 0], want["mask"])
-                want_jpeg = images.encode(want["image"], "jpeg", 90)
+                want_jpeg = image_codec.encode(want["image"], "jpeg", 90)
                 assert np.array_equal(decode(record["image"]), np.asarray(Image.open(io.BytesIO(want_jpeg))))
                 assert (record["image/height"], record["image/width"]) == want["image"].shape[:2]
 
@@ -297,9 +297,9 @@ def _die(*args: Any, **kwargs: Any) -> Any:
 
 
 def test_a_dead_worker_raises_instead_of_hanging(seg_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import shardkit.executors
+    import shardkit.pipeline.local_executors
 
-    monkeypatch.setattr(shardkit.executors, "run_task", _die)  # inherited by forked workers
+    monkeypatch.setattr(shardkit.pipeline.local_executors, "run_task", _die)  # inherited by forked workers
     with pytest.raises(WorkerError, match="died without reporting an error"):
         shardkit.build([seg_data], tmp_path / "out", executor=PoolExecutor(2, "fork"), workers=2, progress=False)
     assert not list((tmp_path / "out").glob(".*incomplete*"))
@@ -423,7 +423,9 @@ def test_the_default_plan_gives_every_slot_of_the_cluster_a_shard(
     num_nodes: int,
     expected: dict[str, int],
 ) -> None:
-    monkeypatch.setattr(shardkit.api, "default_workers", lambda: 3)
+    import shardkit.pipeline.builder
+
+    monkeypatch.setattr(shardkit.pipeline.builder, "default_workers", lambda: 3)
     out = tmp_path / "out"
     executor = None if executor_slots is None else _Cluster(executor_slots)
     shardkit.build([seg_data], out, executor=executor, workers=workers, num_nodes=num_nodes, progress=False)

@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 
 import shardkit
-from shardkit import demo, malloc
+from shardkit import demo
+from shardkit.check.verify import verify
 from shardkit.errors import EntryError, OutputError
-from shardkit.verify import verify
+from shardkit.pipeline import malloc
 from tests.tfread import raw_records
 
 pytest.importorskip("distributed")
@@ -153,7 +154,7 @@ def test_dask_progress_per_record_and_a_failed_build_leaves_nothing_running(
 ) -> None:
     from distributed import Client
 
-    from shardkit import executors
+    from shardkit.pipeline import dask_executor
 
     bad = tmp_path / "data"
     bad.mkdir()
@@ -164,19 +165,19 @@ def test_dask_progress_per_record_and_a_failed_build_leaves_nothing_running(
     lines[6] = f"{data / 'nowhere.jpg'} {lines[6].split()[1]}"  # shard 0 of 2 fails early, shard 1 runs on
     (bad / "train_0.txt").write_text("\n".join(lines) + "\n")
     events: list[Any] = []
-    event = executors._DaskProgress.event
-    monkeypatch.setattr(executors._DaskProgress, "event", lambda self, e: (events.append(e), event(self, e)))
+    event = dask_executor._DaskProgress.event
+    monkeypatch.setattr(dask_executor._DaskProgress, "event", lambda self, e: (events.append(e), event(self, e)))
     with dask_cluster(2) as (address, _):
-        recording = RecordingTicks(executors.DaskExecutor(address))
+        recording = RecordingTicks(dask_executor.DaskExecutor(address))
         result = shardkit.build([data], tmp_path / "ok", config=str(data / "config.yaml"), executor=recording, **BUILD)
         assert sum(recording.ticks) == result.records_built == 450  # exact, whatever order events came in
         assert events, "no progress event came from the workers: the bar moved only as shards finished"
 
         with pytest.raises(EntryError, match=r"train_0.txt:7: image: .*nowhere.jpg"):
-            shardkit.build([bad], tmp_path / "bad", config=str(data / "config.yaml"), executor=executors.DaskExecutor(address),
+            shardkit.build([bad], tmp_path / "bad", config=str(data / "config.yaml"), executor=dask_executor.DaskExecutor(address),
                            **{**BUILD, "records_per_shard": 30})  # fmt: skip
         with Client(address, timeout=60) as client:  # the build returned only once its running tasks ended
-            running = client.run(lambda: sorted(__import__("shardkit.executors").executors._dask_running))
+            running = client.run(lambda: sorted(__import__("shardkit.pipeline.dask_executor").pipeline.dask_executor._dask_running))
         assert not any(running.values()), running
         assert not list((tmp_path / "bad").glob(".*incomplete*"))
 
@@ -191,9 +192,9 @@ def assert_tasks_reuse_heap(address: str) -> None:
 
         import numpy as np
 
-        from shardkit import malloc, tuning
+        from shardkit.pipeline import malloc, worker_settings
 
-        with tuning.shard_work(False) if scoped else contextlib.nullcontext():
+        with worker_settings.shard_work(False) if scoped else contextlib.nullcontext():
             for _ in range(3):
                 np.ones(1 << 20, np.uint8)
             before = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
@@ -218,7 +219,7 @@ def assert_profiler_paused_while_shards_build(address: str) -> None:
     def profiler_running(profile: bool) -> tuple[bool, bool, bool]:  # runs on the worker
         from distributed import get_worker
 
-        from shardkit import executors
+        from shardkit.pipeline import dask_executor
 
         worker = get_worker()
         callback = worker.periodic_callbacks["profile"]
@@ -230,7 +231,7 @@ def assert_profiler_paused_while_shards_build(address: str) -> None:
             return callback.is_running()
 
         before = callback.is_running()
-        with executors._dask_shard_work(worker, False, profile):
+        with dask_executor._dask_shard_work(worker, False, profile):
             inside = settled(profile)
             time.sleep(0.1)  # and stays so while the task runs
             inside = inside and callback.is_running() == inside
@@ -286,7 +287,7 @@ def test_nodes_with_different_config_are_refused(data: Path, tmp_path: Path) -> 
     assert "nodes of one build must share config, inputs and options; clear OUT" in str(refused.value)
     assert "--overwrite" not in str(refused.value)  # refused with --num-nodes: not a way out here
     with pytest.raises(OutputError, match="another build is writing here"):
-        from shardkit.lock import OutputLock
+        from shardkit.pipeline.lock import OutputLock
 
         with OutputLock(str(out / ".shardkit" / "lock.node-1")):
             shardkit.build([data / "val.txt"], out, workers=1, num_nodes=2, node_index=1, progress=False)
@@ -300,7 +301,7 @@ def test_a_node_with_another_node_count_is_refused(data: Path, tmp_path: Path) -
 
 
 def test_dask_progress_settles_late_and_repeated_ticks() -> None:
-    from shardkit.executors import _DaskProgress
+    from shardkit.pipeline.dask_executor import _DaskProgress
 
     shown: list[int] = []
     progress = _DaskProgress(shown.append)
@@ -352,9 +353,10 @@ def test_a_cluster_that_cannot_load_shardkit_tasks_is_one_clear_error_not_a_hang
 
     # shardkit installed without one of its dependencies: the package imports, its executors do not.
     broken = tmp_path / "site" / "shardkit"
-    broken.mkdir(parents=True)
+    (broken / "pipeline").mkdir(parents=True)
     (broken / "__init__.py").write_text(f"__version__ = {shardkit.__version__!r}\n")
-    (broken / "executors.py").write_text("raise ImportError(\"No module named 'crc32c'\")\n")
+    (broken / "pipeline" / "__init__.py").write_text("")
+    (broken / "pipeline" / "dask_executor.py").write_text("raise ImportError(\"No module named 'crc32c'\")\n")
     env = {**ENV, "PYTHONPATH": str(broken.parent)}  # shadows the installed shardkit there only
     why = r"cannot import shardkit \(ImportError: No module named 'crc32c'\): install shardkit [0-9.]+ with its dependencies on the"
     out = tmp_path / "out"
@@ -375,7 +377,7 @@ def test_a_cluster_that_cannot_load_shardkit_tasks_is_one_clear_error_not_a_hang
 
 def test_another_shardkit_version_on_the_cluster_is_refused() -> None:
     from shardkit.errors import WorkerError
-    from shardkit.executors import _check_versions
+    from shardkit.pipeline.dask_executor import _check_versions
 
     _check_versions({"the Dask scheduler at tcp://h:8786": shardkit.__version__, "Dask worker tcp://h:1": shardkit.__version__})
     with pytest.raises(WorkerError, match=r"^Dask worker tcp://h:2 runs shardkit 0.0.1, this build [0-9.]+: install one version everywh"):

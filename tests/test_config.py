@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from shardkit.config import load_config, parse_config
 from shardkit.errors import ConfigError
+from shardkit.pipeline.config import load_config, parse_config
 
 FLIP = {"__class_fullname__": "HorizontalFlip", "p": 0.5}
 CONFIGS = sorted((Path(__file__).parent.parent / "configs").glob("*.yaml"))

@@ -1,108 +1,143 @@
-"""NAME.idx files: identical to the tfrecord package's tfrecord2idx, used by its reader, checked by verify."""
-
 from __future__ import annotations
 
-import importlib.util
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-import shardkit
-from shardkit.cli import main
-from shardkit.verify import verify
-from tests.tfread import shard_files
-
-# Only look for the package: importing it here would break TensorFlow in this process.
-if importlib.util.find_spec("tfrecord") is None:
-    pytest.skip("the tfrecord package is in the test extra", allow_module_level=True)
+from shardkit.errors import ConfigError, EntryError, ShardkitError
+from shardkit.pipeline.config import parse_config
+from shardkit.pipeline.entries import to_entries
+from shardkit.pipeline.index_files import IndexFile, Row, discover, folder_rows, read_rows, split_of
 
 
-def run_tfrecord_package(code: str) -> str:
-    """The tfrecord package cannot be imported beside TensorFlow (duplicate proto symbols): a subprocess."""
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd="/")
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+@pytest.mark.parametrize(
+    ("name", "split"),
+    [("train_3.txt", "train"), ("val.csv", "val"), ("test-0.jsonl", "test"), ("train.part1.tsv", "train")],
+)
+def test_split_from_file_name(name: str, split: str) -> None:
+    assert split_of(name) == split
 
 
-@pytest.fixture()
-def built(seg_data: Path, tmp_path: Path) -> Path:
-    out = tmp_path / "out"
-    shardkit.build([seg_data], out, workers=1, records_per_shard=5, progress=False)
-    return out
+def test_discover_folders_ignore_and_split_override(tmp_path: Path) -> None:
+    for name in ("train_0.txt", "train_1.txt", "val.txt", "test_old.txt", "notes.md"):
+        (tmp_path / name).write_text("a.jpg 1\n")
+    found = discover([tmp_path], ignore=["test_*"])
+    assert [(f.path.name, f.split) for f in found] == [("train_0.txt", "train"), ("train_1.txt", "train"), ("val.txt", "val")]
+    assert {f.split for f in discover([tmp_path / "val.txt"], split="holdout")} == {"holdout"}
+    with pytest.raises(ShardkitError, match="no such file or folder"):
+        discover([tmp_path / "missing.txt"])
+    with pytest.raises(ShardkitError, match=r"unknown index format '\.md'"):
+        discover([tmp_path / "notes.md"])
+    with pytest.raises(ShardkitError, match="no index files left"):
+        discover([tmp_path], ignore=["*"])
 
 
-def test_build_writes_the_same_index_as_tfrecord2idx_and_its_reader_uses_it(built: Path, tmp_path: Path) -> None:
-    manifest = json.loads((built / "manifest.json").read_text())
-    for path in shard_files(str(built), "train") + shard_files(str(built), "val"):
-        reference = tmp_path / (Path(path).name + ".ref")
-        run_tfrecord_package(f"from tfrecord.tools.tfrecord2idx import create_index; create_index({path!r}, {str(reference)!r})")
-        assert Path(path + ".idx").read_bytes() == reference.read_bytes()
-    shard = manifest["splits"]["train"]["shards"][0]
-    assert shard["index"] == shard["name"] + ".idx"
-    path = str(built / shard["name"])
-    description = {"image/height": "int", "mask": "byte"}
-    counts = run_tfrecord_package(
-        "from tfrecord.reader import tfrecord_loader\n"
-        f"parts = [list(tfrecord_loader({path!r}, {path + '.idx'!r}, {description!r}, shard=(i, 2))) for i in range(2)]\n"
-        "heights = [int(r['image/height'][0]) for p in parts for r in p]\n"
-        "print(len(parts[0]), len(parts[1]), heights == [48] * len(heights))\n"
-        "import importlib.util\n"
-        "if importlib.util.find_spec('torch'):\n"
-        "    import torch\n"
-        "    from tfrecord.torch.dataset import TFRecordDataset\n"
-        f"    ds = TFRecordDataset({path!r}, {path + '.idx'!r}, {description!r})\n"
-        "    loader = torch.utils.data.DataLoader(ds, batch_size=2, num_workers=2)\n"
-        "    print(sum(len(b['image/height']) for b in loader))\n"
-        "else:\n"
-        "    print(len(parts[0]) + len(parts[1]))\n"
+def rows(path: Path) -> list[Row | EntryError]:
+    return list(read_rows(IndexFile(path, "train")))
+
+
+def test_txt_comments_blank_lines_and_column_count(tmp_path: Path) -> None:
+    index = tmp_path / "train.txt"
+    index.write_text("# header comment\n\na.jpg a.png\n  \nb.jpg b.png\nc.jpg\n")
+    got = rows(index)
+    assert [r.values for r in got if isinstance(r, Row)] == [("a.jpg", "a.png"), ("b.jpg", "b.png")]
+    assert [r.line for r in got if isinstance(r, Row)] == [3, 5]
+    bad = [r for r in got if isinstance(r, EntryError)]
+    assert [str(b) for b in bad] == [f"{index}:6: 1 columns, but line 3 has 2"]
+
+
+def test_csv_tsv_jsonl(tmp_path: Path) -> None:
+    (tmp_path / "a.csv").write_text("image,label\nx.jpg,cat\ny.jpg,dog,extra\n")
+    got = rows(tmp_path / "a.csv")
+    assert isinstance(got[0], Row) and got[0].get("label") == "cat" and got[0].line == 2
+    assert isinstance(got[1], EntryError) and "3 columns, but the header has 2" in str(got[1])
+    (tmp_path / "a.tsv").write_text("image\tlabel\nx y.jpg\tcat\n")
+    (tsv_row,) = rows(tmp_path / "a.tsv")
+    assert isinstance(tsv_row, Row) and tsv_row.get("image") == "x y.jpg"
+    (tmp_path / "a.jsonl").write_text('{"image": "x.jpg", "ids": [1, 2]}\n\nnot json\n[1]\n')
+    j = rows(tmp_path / "a.jsonl")
+    assert isinstance(j[0], Row) and j[0].get("ids") == [1, 2]
+    assert isinstance(j[1], EntryError) and j[1].line == 3 and "not valid JSON" in j[1].reason
+    assert isinstance(j[2], EntryError) and j[2].reason == "expected a JSON object, got list"
+
+
+def test_entries_type_and_resolve_paths(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    index = tmp_path / "sub" / "train.jsonl"
+    index.write_text(
+        '{"img": "a.jpg", "n": 3, "x": [0.5, 1], "s": "héllo", "c": "dog"}\n'
+        '{"img": "/abs/b.jpg", "n": "4", "x": 2, "s": "w", "c": "cat"}\n'
+        '{"img": "c.jpg", "n": "four", "x": 1, "s": "w", "c": "cat"}\n'
     )
-    first, second, heights_ok, via_torch = counts.split()
-    assert int(first) + int(second) == shard["records"] and int(first) > 0 and int(second) > 0 and heights_ok == "True"
-    assert int(via_torch) == shard["records"]  # its torch TFRecordDataset splits the shard over 2 workers by the index
+    config = parse_config(
+        {
+            "features": {
+                "img": {"kind": "image"},
+                "n": {"kind": "int64"},
+                "x": {"kind": "float"},
+                "s": {"kind": "string"},
+                "c": {"kind": "class_name"},
+            }
+        }
+    )
+    errors: list[EntryError] = []
+    entries = list(to_entries(rows(index), config, "skip", errors))
+    assert entries[0].values == (str(tmp_path / "sub" / "a.jpg"), [3], [0.5, 1.0], "héllo".encode(), "dog")
+    assert entries[1].values[:2] == ("/abs/b.jpg", [4])
+    assert entries[0].identity == "train.jsonl:1"
+    assert [str(e) for e in errors] == [f"{index}:3: n: 'four' is not a valid int64"]
+    with pytest.raises(EntryError, match=r"train.jsonl:3: n: 'four' is not a valid int64"):
+        list(to_entries(rows(index), config, "fail", []))
 
 
-def test_verify_checks_index_files_and_resume_rebuilds_a_lost_one(built: Path, seg_data: Path) -> None:
-    assert verify([str(built)]).ok
-    idx = built / "train-00001-of-00005.tfrecord.idx"
-    lines = idx.read_text().splitlines()
-    idx.write_text("\n".join(lines[:-1]) + "\n")
-    (report,) = [f for f in verify([str(built)]).files if f.path.endswith("train-00001-of-00005.tfrecord")]
-    assert report.problem == "its index train-00001-of-00005.tfrecord.idx does not list the file's records (shardkit index rewrites it)"
-    idx.unlink()
-    assert not verify([str(built)]).ok
-    again = shardkit.build([seg_data], built, workers=1, records_per_shard=5, progress=False)
-    assert again.shards_built == 1 and idx.read_text().splitlines() == lines and verify([str(built)]).ok
+def test_named_txt_columns_need_names(tmp_path: Path) -> None:
+    index = tmp_path / "train.txt"
+    index.write_text("a.jpg 1\n")
+    config = parse_config({"features": {"image": {"kind": "image", "column": "image"}}})
+    with pytest.raises(ConfigError, match=r"features\.image\.column: column 'image' is named, .* 'columns:' list in the config in "):
+        list(to_entries(rows(index), config, "skip", []))
+    named = parse_config({"columns": ["image", "label"], "features": {"image": {"kind": "image", "column": "image"}}})
+    assert len(list(to_entries(rows(index), named, "fail", []))) == 1
 
 
-def test_index_command_on_foreign_files(tmp_path: Path) -> None:
-    import gzip
-
-    from shardkit.tfrecord import frame
-
-    plain = tmp_path / "a.tfrecord"
-    plain.write_bytes(b"".join(frame(bytes(range(n % 200))) for n in range(50)))
-    (tmp_path / "b.tfrecord.gz").write_bytes(gzip.compress(plain.read_bytes()))
-    result = CliRunner().invoke(main, ["index", str(plain), str(tmp_path / "b.tfrecord.gz"), "-w", "1"])
-    assert result.exit_code == 1
-    assert result.output.splitlines() == [
-        f"OK      {plain}.idx (50 records)",
-        f"FAILED  {tmp_path / 'b.tfrecord.gz'}: gzip-compressed: index files need uncompressed TFRecords",
-    ]
-    reference = tmp_path / "ref.idx"
-    run_tfrecord_package(f"from tfrecord.tools.tfrecord2idx import create_index; create_index({str(plain)!r}, {str(reference)!r})")
-    assert Path(f"{plain}.idx").read_bytes() == reference.read_bytes()
-    assert verify([str(plain)]).ok  # the index beside a plain file is checked too
-    os.truncate(f"{plain}.idx", 10)
-    assert not verify([str(plain)]).ok
+def test_unknown_column_is_a_config_error_even_with_skip(tmp_path: Path) -> None:
+    (tmp_path / "train.csv").write_text("image,label\na.jpg,cat\n")
+    config = parse_config({"features": {"image": {"kind": "image"}, "lbl": {"kind": "class_name", "column": "lable"}}}, "c.yaml")
+    with pytest.raises(ConfigError) as info:
+        list(to_entries(rows(tmp_path / "train.csv"), config, "skip", []))
+    assert str(info.value) == f"c.yaml: features.lbl.column: no column 'lable' (columns: image, label) in {tmp_path / 'train.csv'}"
+    (tmp_path / "train.txt").write_text("a.jpg\n")
+    positional = parse_config({"features": {"image": {"kind": "image", "column": 0}, "label": {"kind": "int64", "column": 1}}})
+    with pytest.raises(ConfigError, match=r"features\.label\.column: no column 1: the line has 1 columns"):
+        list(to_entries(rows(tmp_path / "train.txt"), positional, "skip", []))
 
 
-def test_no_index_and_gzip_builds_write_none(seg_data: Path, tmp_path: Path) -> None:
-    plain = shardkit.build([seg_data / "val.txt"], tmp_path / "a", workers=1, index=False, progress=False)
-    gz = shardkit.build([seg_data / "val.txt"], tmp_path / "b", workers=1, compression="gzip", progress=False)
-    assert not list((tmp_path / "a").glob("*.idx")) and not list((tmp_path / "b").glob("*.idx"))
-    assert {s["index"] for r in (plain, gz) for s in r.manifest["splits"]["val"]["shards"]} == {None}  # type: ignore[index]
+def test_folder_layouts(cls_data: Path, tmp_path: Path) -> None:
+    got = list(folder_rows(cls_data))
+    assert {split for split, _ in got} == {"train", "val"}
+    _split, row = got[0]
+    assert row.values[1] == "cat" and row.identity == "train/cat/cat_0000.jpg"
+    flat = tmp_path / "flat" / "cat"
+    flat.mkdir(parents=True)
+    (flat / "x.jpg").write_bytes(b"")
+    assert [(s, r.values[1]) for s, r in folder_rows(tmp_path / "flat")] == [("train", "cat")]
+
+
+def test_spreadsheet_bom_and_hostile_jsonl_values(tmp_path: Path) -> None:
+    (tmp_path / "train.csv").write_bytes("\ufeffimage,label\na.jpg,cat\n".encode())
+    (row,) = rows(tmp_path / "train.csv")
+    assert isinstance(row, Row) and row.names == ("image", "label")
+    (tmp_path / "train.jsonl").write_text(
+        '{"i": "a.jpg", "f": ' + "1" * 400 + ', "s": "x"}\n'
+        '{"i": "a.jpg", "f": 1e39, "s": "x"}\n'
+        '{"i": "a.jpg", "f": 1, "s": "\\ud800"}\n'
+        '{"i": "a.jpg", "f": ' + "1" * 5000 + ', "s": "x"}\n'
+    )
+    config = parse_config({"features": {"i": {"kind": "image"}, "f": {"kind": "float"}, "s": {"kind": "string"}}})
+    errors: list[EntryError] = []
+    assert list(to_entries(rows(tmp_path / "train.jsonl"), config, "skip", errors)) == []
+    reasons = [e.reason for e in errors]
+    assert reasons[0].startswith("f: 111") and reasons[0].endswith("is not a valid float")
+    assert reasons[1] == "f: value out of float32 range"
+    assert reasons[2] == "s: text is not valid Unicode (a lone surrogate)"
+    assert reasons[3].startswith("not valid JSON")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from shardkit import malloc, tuning
+from shardkit.pipeline import malloc, worker_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FAULTS = """
 import json, resource
 import numpy as np
-from shardkit import malloc
+from shardkit.pipeline import malloc
 
 def faults_per_array(rounds=40):
     for _ in range(3):  # the first arrays fault either way, while the heap grows
@@ -93,22 +93,22 @@ def test_shard_work_applies_once_for_concurrent_tasks_and_undoes_after_the_last(
         return apply
 
     monkeypatch.setattr(malloc, "relax", step("malloc"))
-    monkeypatch.setattr(tuning, "_pin_threads", step("pin"))
+    monkeypatch.setattr(worker_settings, "_pin_threads", step("pin"))
     first_in, first_may_leave = threading.Event(), threading.Event()
 
     def first() -> None:
-        with tuning.shard_work(False, also=[step("profiler")]):  # an executor's own setting (Dask's profiler)
+        with worker_settings.shard_work(False, also=[step("profiler")]):  # an executor's own setting (Dask's profiler)
             first_in.set()
             assert first_may_leave.wait(10)
 
     thread = threading.Thread(target=first)
     thread.start()
     assert first_in.wait(10)
-    with tuning.shard_work(True, also=[step("profiler")]):  # joins while the first task runs; augmenting adds the pin
+    with worker_settings.shard_work(True, also=[step("profiler")]):  # joins while the first task runs; augmenting adds the pin
         first_may_leave.set()
         thread.join(10)
         assert log == ["malloc+", "profiler+", "pin+"]  # the first task left, the second still runs: nothing undone
     assert log == ["malloc+", "profiler+", "pin+", "pin-", "profiler-", "malloc-"]
-    with tuning.shard_work(True):
+    with worker_settings.shard_work(True):
         pass
     assert log[6:] == ["malloc+", "pin+", "pin-", "malloc-"]

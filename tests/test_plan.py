@@ -6,7 +6,8 @@ import itertools
 
 import pytest
 
-from shardkit.plan import default_entries_per_shard, record_seed, shard_bounds, shard_name
+from shardkit.pipeline.plan import default_entries_per_shard, record_seed, shard_bounds
+from shardkit.storage.layout import shard_name
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import shardkit
-from shardkit.config import parse_config
+from shardkit.pipeline.config import parse_config
 from tests.tfread import read_split
 
 tfds = pytest.importorskip("tensorflow_datasets")

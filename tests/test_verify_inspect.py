@@ -14,11 +14,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import shardkit
-from shardkit import scan
+from shardkit.check.inspection import infer
+from shardkit.check.verify import verify
 from shardkit.cli import main
-from shardkit.inspection import infer
-from shardkit.tfrecord import frame
-from shardkit.verify import verify
+from shardkit.formats import tfrecord_scan
+from shardkit.formats.tfrecord import frame
 
 
 def write_tf_records(path: Path, compression: str = "") -> None:
@@ -135,7 +135,7 @@ def _header_claiming(length: int) -> bytes:
     import crc32c
 
     length_bytes = struct.pack("<Q", length)
-    return length_bytes + struct.pack("<I", scan._masked(crc32c.crc32c(length_bytes)))
+    return length_bytes + struct.pack("<I", tfrecord_scan._masked(crc32c.crc32c(length_bytes)))
 
 
 def test_hostile_files_each_get_one_clear_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -169,7 +169,7 @@ def test_hostile_files_each_get_one_clear_line(tmp_path: Path, monkeypatch: pyte
     def no_permission(*args: object, **kwargs: object) -> object:
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(scan, "open", no_permission, raising=False)
+    monkeypatch.setattr(tfrecord_scan, "open", no_permission, raising=False)
     (locked,) = verify([str(tmp_path / "garbage.tfrecord")]).files
     assert locked.problem == "cannot open: Permission denied"
 
@@ -236,10 +236,10 @@ def test_concatenated_and_truncated_gzip(tmp_path: Path) -> None:
 
     path = tmp_path / "cat.tfrecord.gz"
     path.write_bytes(member(3000) + member(0) + member(5) + member(3000))  # `cat a.gz b.gz ...`, one empty
-    result = scan.scan(str(path))
+    result = tfrecord_scan.scan(str(path))
     assert result.ok and result.records == 6005 and result.compression == "gzip"
     path.write_bytes(member(50)[:-30])
-    cut = scan.scan(str(path))
+    cut = tfrecord_scan.scan(str(path))
     assert not cut.ok and cut.records > 0 and cut.error_record == cut.records
     assert cut.describe_error().startswith(f"record {cut.records} at byte ")
 

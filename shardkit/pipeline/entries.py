@@ -12,9 +12,9 @@ import os
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from shardkit.config import Config, FeatureSpec
 from shardkit.errors import ConfigError, EntryError
-from shardkit.index import Row
+from shardkit.pipeline.config import Config, FeatureSpec
+from shardkit.pipeline.index_files import Row
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -37,9 +37,10 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from shardkit import __version__, layout
 from shardkit.errors import ShardkitError
-from shardkit.tfdata import load, read_manifest
+from shardkit.read.tfdata import load, read_manifest
+from shardkit.storage import atomic
+from shardkit.version import __version__
 
 METADATA = "shardkit-snapshot.json"
 DEFAULT_NUM_SHARDS = 64  # a 16-core reader interleaves many files; the saving host's core count is irrelevant
@@ -186,7 +187,7 @@ def materialize_snapshot(
             "seconds": round(time.perf_counter() - started, 3),
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
-        layout.write_json(os.path.join(temp, METADATA), metadata)
+        atomic.write_json(os.path.join(temp, METADATA), metadata)
         _publish(temp, snap)
     finally:
         if os.path.exists(temp):
@@ -264,6 +265,6 @@ def _publish(temp: str, snap: str) -> None:
         old = f"{snap}.replaced-{uuid.uuid4().hex[:8]}"
         os.replace(snap, old)
     os.replace(temp, snap)
-    layout.fsync_dir(os.path.dirname(snap) or ".")
+    atomic.fsync_dir(os.path.dirname(snap) or ".")
     if old:
         shutil.rmtree(old, ignore_errors=True)

@@ -16,7 +16,7 @@ from typing import BinaryIO
 
 import crc32c
 
-from shardkit.tfrecord import FOOTER_SIZE, HEADER_SIZE
+from shardkit.formats.tfrecord import FOOTER_SIZE, HEADER_SIZE
 
 CHUNK = 8 << 20
 MAX_PARSED_RECORD = 256 << 20  # records handed to on_record (inspect, verify --deep) are held whole

@@ -12,12 +12,14 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from shardkit import __version__, layout, manifest
-from shardkit.config import Config
 from shardkit.errors import OutputError
-from shardkit.plan import ShardTask, shard_name
-from shardkit.tfrecord import INDEX_SUFFIX
-from shardkit.worker import ShardResult
+from shardkit.formats.idx_sidecar import INDEX_SUFFIX
+from shardkit.pipeline import manifest
+from shardkit.pipeline.config import Config
+from shardkit.pipeline.tasks import ShardResult, ShardTask
+from shardkit.storage import atomic, layout
+from shardkit.storage.layout import shard_name
+from shardkit.version import __version__
 
 STATE_VERSION = 1
 
@@ -65,7 +67,7 @@ def prepare_state(
 
 def _read_state(path: str) -> dict[str, Any] | None:
     try:
-        state: dict[str, Any] = layout.read_json(path)
+        state: dict[str, Any] = atomic.read_json(path)
     except (OSError, ValueError):
         return None
     return state
@@ -107,7 +109,7 @@ def finished_shards(out_dir: str, tasks: Sequence[ShardTask], fingerprint: str) 
 def load_state(out_dir: str) -> dict[str, Any]:
     path = os.path.join(layout.state_dir(out_dir), "build.json")
     try:
-        state: dict[str, Any] = layout.read_json(path)
+        state: dict[str, Any] = atomic.read_json(path)
     except (OSError, ValueError) as exc:
         raise OutputError(f"{out_dir}: no readable shardkit build state ({path}: {exc})") from None
     return state

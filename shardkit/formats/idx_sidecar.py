@@ -11,8 +11,25 @@ import dataclasses
 import multiprocessing as mp
 from collections.abc import Sequence
 
-from shardkit import layout, scan
-from shardkit.tfrecord import INDEX_SUFFIX, index_text
+from shardkit.errors import ShardkitError
+from shardkit.formats import tfrecord_scan
+from shardkit.storage import atomic
+
+INDEX_SUFFIX = ".idx"
+
+
+def index_text(offsets: list[tuple[int, int]]) -> bytes:
+    """The index format of DALI's and the ``tfrecord`` package's tfrecord2idx: ``offset length`` per line."""
+    return "".join(f"{offset} {length}\n" for offset, length in offsets).encode()
+
+
+def read_index(path: str) -> list[tuple[int, int]]:
+    """(offset, framed length) of every record an index lists; an unreadable one is a ShardkitError."""
+    try:
+        with open(path, encoding="ascii") as f:
+            return [(int(a), int(b)) for a, b in (line.split() for line in f if line.strip())]
+    except (OSError, ValueError) as exc:
+        raise ShardkitError(f"{path}: cannot read the index: {exc}") from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,10 +40,10 @@ class IndexReport:
     problem: str | None = None
 
 
-def offsets(path: str, compression: str = "auto") -> tuple[scan.ScanResult, list[tuple[int, int]]]:
+def offsets(path: str, compression: str = "auto") -> tuple[tfrecord_scan.ScanResult, list[tuple[int, int]]]:
     """CRC-checked walk of ``path`` collecting (offset, framed length) of every record."""
     found: list[tuple[int, int]] = []
-    result = scan.scan(path, compression, checksum=False, on_frame=lambda offset, length: found.append((offset, length)))
+    result = tfrecord_scan.scan(path, compression, checksum=False, on_frame=lambda offset, length: found.append((offset, length)))
     return result, found
 
 
@@ -37,11 +54,11 @@ def write_index(path: str, compression: str = "auto") -> IndexReport:
     if result.compression != "none":
         return IndexReport(path, result.records, None, f"{result.compression}-compressed: index files need uncompressed TFRecords")
     target = path + INDEX_SUFFIX
-    layout.write_atomic(target, index_text(found))
+    atomic.write_atomic(target, index_text(found))
     return IndexReport(path, result.records, target)
 
 
-def index_files(paths: Sequence[str], workers: int = 1, compression: str = "auto") -> list[IndexReport]:
+def write_idx_files(paths: Sequence[str], workers: int = 1, compression: str = "auto") -> list[IndexReport]:
     """Write ``.idx`` beside every file, in parallel; a file that fails gets a report, not an exception."""
     if workers > 1 and len(paths) > 1:
         with mp.get_context().Pool(min(workers, len(paths))) as pool:

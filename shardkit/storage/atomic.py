@@ -1,61 +1,22 @@
-"""Where things live in an output folder, and writing them atomically.
+"""Writing files so that readers see all of one or none of it: temp name, flush, rename.
 
-OUT/
-  train-00000-of-00004.tfrecord      finished shards (final names appear only when complete)
-  .train-00001-of-00004.tfrecord.incomplete-1a2b3c4d   a shard being written
-  manifest.json                      written last, atomically
-  errors.jsonl                       entries skipped with --on-error skip
-  .shardkit/build.json               the build's fingerprint and resolved parameters
-  .shardkit/shards/NAME.json         one record per finished shard (the commit point)
-  .shardkit/lock                     held (flock) by the one build running into OUT
+A file is written under ``.NAME.incomplete-XXXXXXXX`` beside its final name, flushed to stable
+storage (unless the caller opts out, for scratch disks) and renamed over NAME; the folder is
+then fsynced so the rename itself survives a power cut. Every writer of OUT, the build, the
+idx and TFDS metadata writers and snapshot-materialize, goes through here.
 """
 
 from __future__ import annotations
 
 import errno
-import glob
 import json
 import os
 import uuid
-from collections.abc import Iterable
 from typing import Any
 
 from shardkit.errors import OutputError
 
-STATE_DIR = ".shardkit"
-MANIFEST = "manifest.json"
-ERRORS = "errors.jsonl"
-_INCOMPLETE = ".incomplete-"
-
-
-def state_dir(out: str) -> str:
-    return os.path.join(out, STATE_DIR)
-
-
-def temp_path(out: str, name: str, tag: str) -> str:
-    return os.path.join(out, f".{name}{_INCOMPLETE}{tag}")
-
-
-def temp_files(out: str, names: Iterable[str] | None = None) -> list[str]:
-    """Temporary files in OUT: all of them, or only those of the shards ``names``."""
-    if names is None:
-        return sorted(glob.glob(os.path.join(glob.escape(out), f".*{_INCOMPLETE}*")))
-    # .NAME.incomplete-X (the shard) and .NAME.idx.incomplete-X (its index)
-    return sorted(p for name in names for p in glob.glob(os.path.join(glob.escape(out), f".{glob.escape(name)}*{_INCOMPLETE}*")))
-
-
-def state_fingerprint(out: str) -> str | None:
-    """The fingerprint of the build OUT belongs to now (None: no readable .shardkit/build.json)."""
-    try:
-        state = read_json(os.path.join(state_dir(out), "build.json"))
-    except (OSError, ValueError):
-        return None
-    fingerprint = state.get("fingerprint") if isinstance(state, dict) else None
-    return fingerprint if isinstance(fingerprint, str) else None
-
-
-def shard_record_path(out: str, name: str) -> str:
-    return os.path.join(state_dir(out), "shards", f"{name}.json")
+INCOMPLETE = ".incomplete-"  # in every temp name, so a sweep finds what an interrupted writer left
 
 
 def flush_to_disk(fd: int) -> None:
@@ -84,7 +45,7 @@ def write_atomic(path: str, data: bytes, durable: bool = True) -> None:
     """Write to a temporary name beside ``path``, fsync (when ``durable``), rename over it."""
     folder = os.path.dirname(path) or "."
     os.makedirs(folder, exist_ok=True)
-    temp = os.path.join(folder, f".{os.path.basename(path)}{_INCOMPLETE}{uuid.uuid4().hex[:8]}")
+    temp = os.path.join(folder, f".{os.path.basename(path)}{INCOMPLETE}{uuid.uuid4().hex[:8]}")
     try:
         with open(temp, "wb") as f:
             f.write(data)
@@ -111,7 +72,7 @@ def create_json_once(path: str, obj: Any) -> bool:
     """
     folder = os.path.dirname(path) or "."
     os.makedirs(folder, exist_ok=True)
-    temp = os.path.join(folder, f".{os.path.basename(path)}{_INCOMPLETE}{uuid.uuid4().hex[:8]}")
+    temp = os.path.join(folder, f".{os.path.basename(path)}{INCOMPLETE}{uuid.uuid4().hex[:8]}")
     with open(temp, "wb") as f:
         f.write((json.dumps(obj, indent=2) + "\n").encode())
         f.flush()
@@ -139,10 +100,3 @@ def write_json(path: str, obj: Any, durable: bool = True) -> None:
 def read_json(path: str) -> Any:
     with open(path, encoding="utf-8") as f:
         return json.load(f)
-
-
-def write_shard_record(out: str, record: dict[str, Any], durable: bool = True) -> None:
-    """The shard's commit point: written after the shard itself is renamed into place."""
-    write_json(shard_record_path(out, record["name"]), record, durable)
-    if durable:
-        fsync_dir(out)  # the shard's rename, before anyone trusts its record

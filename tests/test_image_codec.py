@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from shardkit import images
+from shardkit.formats import image_codec
 
 
 def _encoded(mode: str, fmt: str, **kwargs: object) -> bytes:
@@ -40,8 +40,8 @@ CASES = [
 def test_probe_matches_pillow(mode: str, fmt: str, kwargs: dict) -> None:
     data = _encoded(mode, fmt, **kwargs)
     with Image.open(io.BytesIO(data)) as im:
-        expected = images.ImageInfo(im.format or "", im.mode, im.width, im.height)
-    assert images.probe(data) == expected
+        expected = image_codec.ImageInfo(im.format or "", im.mode, im.width, im.height)
+    assert image_codec.probe(data) == expected
 
 
 BROKEN = [b"", b"\xff\xd8", b"\x89PNG\r\n\x1a\n" + b"\x00" * 30, b"GIF89a garbage", b"\xff\xd8\xff\xe0\x00\x10JFIF"]
@@ -49,5 +49,5 @@ BROKEN = [b"", b"\xff\xd8", b"\x89PNG\r\n\x1a\n" + b"\x00" * 30, b"GIF89a garbag
 
 @pytest.mark.parametrize("data", BROKEN)
 def test_probe_rejects_broken_headers(data: bytes) -> None:
-    with pytest.raises(images.ImageProblem, match="not an image Pillow can read"):
-        images.probe(data)
+    with pytest.raises(image_codec.ImageProblem, match="not an image Pillow can read"):
+        image_codec.probe(data)

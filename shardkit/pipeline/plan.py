@@ -1,53 +1,20 @@
-"""The work plan as plain values: shard boundaries are a pure function of the entry count.
+"""The work plan: entries -> ``ShardTask``s, shard sizes, per-record seeds, all pure functions.
 
-Nothing here touches files. A ``ShardTask`` is small and picklable (entries are paths and typed
-values, the config is frozen data), so any executor can run it anywhere.
+Shard boundaries are a pure function of the entry count, and seeds of the data's identity.
+Nothing here touches files; the tasks (``pipeline.tasks``) are plain values any executor runs.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import math
 from collections.abc import Sequence
 
-from shardkit.config import Config
-from shardkit.entries import Entry
+from shardkit.pipeline.entries import Entry
+from shardkit.pipeline.tasks import BuildSettings, ShardTask
 
 TARGET_SHARD_BYTES = 128 * 1024 * 1024  # middle of the 100-200 MB that tf.data reads well
 MAX_DEFAULT_RECORDS_PER_SHARD = 100_000
-
-
-@dataclasses.dataclass(frozen=True)
-class BuildSettings:
-    """What every task of one build shares."""
-
-    out_dir: str
-    config: Config
-    seed: int
-    compression: str | None  # None or "gzip"
-    on_error: str  # "fail" or "skip"
-    fingerprint: str
-    fsync: bool = True  # flush each shard to stable storage before its rename; off only for scratch disks
-    index: bool = True  # write NAME.idx (offset and length per record) beside uncompressed shards
-
-
-@dataclasses.dataclass(frozen=True)
-class ShardTask:
-    split: str
-    index: int
-    num_shards: int
-    entries: tuple[Entry, ...]
-    settings: BuildSettings
-
-    @property
-    def name(self) -> str:
-        return shard_name(self.split, self.index, self.num_shards, self.settings.compression)
-
-
-def shard_name(split: str, index: int, num_shards: int, compression: str | None) -> str:
-    suffix = ".tfrecord.gz" if compression == "gzip" else ".tfrecord"
-    return f"{split}-{index:05d}-of-{num_shards:05d}{suffix}"
 
 
 def shard_bounds(num_entries: int, records_per_shard: int) -> list[tuple[int, int]]:

@@ -7,7 +7,6 @@ written) and returns one ``ShardResult``; the parent owns the progress bar and t
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import gzip
 import os
 import time
@@ -15,48 +14,18 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from shardkit import images, layout
-from shardkit.config import Config, FeatureSpec
-from shardkit.entries import Entry
 from shardkit.errors import EntryError, OutputError
-from shardkit.example import FeatureValue, encode_example
-from shardkit.plan import ShardTask, record_seed
-from shardkit.tfrecord import INDEX_SUFFIX, RecordWriter, file_crc32c, index_text
+from shardkit.formats import image_codec
+from shardkit.formats.example_proto import FeatureValue, encode_example
+from shardkit.formats.idx_sidecar import INDEX_SUFFIX, index_text
+from shardkit.formats.tfrecord import RecordWriter, file_crc32c
+from shardkit.pipeline.config import Config, FeatureSpec
+from shardkit.pipeline.entries import Entry
+from shardkit.pipeline.plan import record_seed
+from shardkit.pipeline.tasks import ShardResult, ShardTask
+from shardkit.storage import atomic, layout
 
 Progress = Callable[[int], None]
-
-
-@dataclasses.dataclass(frozen=True)
-class ShardResult:
-    """What one finished shard holds: the per-shard record, also saved beside the build state."""
-
-    name: str
-    split: str
-    index: int
-    num_shards: int
-    records: int
-    bytes: int
-    crc32c: str
-    entries: int
-    covers: tuple[tuple[str, int, int], ...]  # (index file, first line, last line) runs
-    skipped: tuple[tuple[str, int, str], ...]  # (index file, line, reason)
-    lengths: dict[str, tuple[int, int]]  # feature key -> (min, max) list length seen
-    sizes: dict[str, tuple[int, int, int, int, tuple[int, ...]]]  # image key -> (min h, max h, min w, max w, channels)
-    fingerprint: str
-    seconds: float
-    index_file: str | None = None  # NAME.idx beside the shard, when written
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> ShardResult:
-        fields = dict(raw)
-        fields["covers"] = tuple(tuple(c) for c in fields["covers"])
-        fields["skipped"] = tuple(tuple(s) for s in fields["skipped"])
-        fields["lengths"] = {k: tuple(v) for k, v in fields["lengths"].items()}
-        fields["sizes"] = {k: (v[0], v[1], v[2], v[3], tuple(v[4])) for k, v in fields["sizes"].items()}
-        return cls(**fields)
 
 
 class _Stats:
@@ -85,7 +54,7 @@ class _Loaded:
         self.entry = entry
         self.files: dict[str, bytes] = {}
         self.paths: dict[str, str] = {}
-        self.infos: dict[str, images.ImageInfo] = {}
+        self.infos: dict[str, image_codec.ImageInfo] = {}
         self.modes: dict[str, str] = {}
         self._arrays: dict[str, Any] = {}
         for spec, value in zip(config.features, entry.values, strict=True):
@@ -95,22 +64,22 @@ class _Loaded:
             self.files[spec.key] = _read_file(value, spec.key)
             if spec.is_image:
                 with _naming(spec.key, value):
-                    info = images.probe(self.files[spec.key])
+                    info = image_codec.probe(self.files[spec.key])
                     self.infos[spec.key] = info
-                    self.modes[spec.key] = images.stored_mode(info, spec.kind, spec.channels, spec.encoding or "png")
+                    self.modes[spec.key] = image_codec.stored_mode(info, spec.kind, spec.channels, spec.encoding or "png")
         first_image = next((f.key for f in config.features if f.kind == "image"), None)
         for spec in config.features:
             if spec.kind == "mask" and first_image is not None:
                 img, mask = self.infos[first_image], self.infos[spec.key]
                 if (img.width, img.height) != (mask.width, mask.height):
-                    raise images.ImageProblem(
+                    raise image_codec.ImageProblem(
                         f"mask {spec.key!r} is {mask.width}x{mask.height} but image {first_image!r} is {img.width}x{img.height}"
                     )
 
     def array(self, spec: FeatureSpec) -> Any:
         if spec.key not in self._arrays:
             with _naming(spec.key, self.paths[spec.key]):
-                self._arrays[spec.key] = images.decode(self.files[spec.key], self.modes[spec.key], spec.kind == "mask")
+                self._arrays[spec.key] = image_codec.decode(self.files[spec.key], self.modes[spec.key], spec.kind == "mask")
         return self._arrays[spec.key]
 
 
@@ -119,8 +88,8 @@ def _naming(key: str, path: str) -> Iterator[None]:
     """Prefix an image problem with the feature and the file it came from."""
     try:
         yield
-    except images.ImageProblem as exc:
-        raise images.ImageProblem(f"{key}: {path}: {exc}") from None
+    except image_codec.ImageProblem as exc:
+        raise image_codec.ImageProblem(f"{key}: {path}: {exc}") from None
 
 
 def _read_file(path: str, key: str) -> bytes:
@@ -128,11 +97,11 @@ def _read_file(path: str, key: str) -> bytes:
         with open(path, "rb") as f:
             return f.read()
     except FileNotFoundError:
-        raise images.ImageProblem(f"{key}: {path}: file not found") from None
+        raise image_codec.ImageProblem(f"{key}: {path}: file not found") from None
     except IsADirectoryError:
-        raise images.ImageProblem(f"{key}: {path}: is a folder, not a file") from None
+        raise image_codec.ImageProblem(f"{key}: {path}: is a folder, not a file") from None
     except OSError as exc:
-        raise images.ImageProblem(f"{key}: {path}: cannot read: {exc.strerror}") from None
+        raise image_codec.ImageProblem(f"{key}: {path}: cannot read: {exc.strerror}") from None
 
 
 class ShardWriter:
@@ -147,7 +116,7 @@ class ShardWriter:
         }
         self.augmenter = None
         if self.config.augment is not None and self.config.augment.copies > 0:
-            from shardkit.augment import Augmenter
+            from shardkit.pipeline.augment import Augmenter
 
             self.augmenter = Augmenter(
                 self.config.augment.pipeline,
@@ -169,7 +138,7 @@ class ShardWriter:
                 try:
                     augmented = self.augmenter(arrays, record_seed(self.seed, entry.identity, copy))
                 except Exception as exc:  # albumentations raises many types for impossible params
-                    raise images.ImageProblem(f"augmentation failed: {type(exc).__name__}: {exc}") from None
+                    raise image_codec.ImageProblem(f"augmentation failed: {type(exc).__name__}: {exc}") from None
                 out.append(self._example(loaded, augmented))
         return out
 
@@ -196,13 +165,13 @@ class ShardWriter:
         info = loaded.infos[spec.key]
         mode = loaded.modes[spec.key]
         encoding = spec.encoding or "png"
-        if augmented is None and images.can_pass_through(info, encoding, mode):
+        if augmented is None and image_codec.can_pass_through(info, encoding, mode):
             data, height, width = loaded.files[spec.key], info.height, info.width
         else:
             array = augmented[spec.key] if augmented is not None else loaded.array(spec)
-            data = images.encode(array, encoding, spec.quality)
+            data = image_codec.encode(array, encoding, spec.quality)
             height, width = int(array.shape[0]), int(array.shape[1])
-        channels = images.channels_of(mode)
+        channels = image_codec.channels_of(mode)
         out[spec.key] = ("bytes", [data])
         out[f"{spec.key}/height"] = ("int64", [height])
         out[f"{spec.key}/width"] = ("int64", [width])
@@ -237,7 +206,7 @@ def run_task(task: ShardTask, progress: Progress | None = None, tick_every: floa
             for entry in task.entries:
                 try:
                     records = writer_state.records_for(entry)
-                except images.ImageProblem as exc:
+                except image_codec.ImageProblem as exc:
                     if settings.on_error != "skip":
                         raise EntryError(entry.source, entry.line, str(exc)) from None
                     skipped.append((entry.source, entry.line, str(exc)))
@@ -252,7 +221,7 @@ def run_task(task: ShardTask, progress: Progress | None = None, tick_every: floa
                 sink.close()
             raw.flush()
             if settings.fsync:
-                layout.flush_to_disk(raw.fileno())
+                atomic.flush_to_disk(raw.fileno())
         if settings.compression == "gzip":
             size, crc = os.path.getsize(temp), file_crc32c(temp)
         else:
@@ -263,7 +232,7 @@ def run_task(task: ShardTask, progress: Progress | None = None, tick_every: floa
         if settings.index and settings.compression is None:
             # Beside the shard, before its record: the record is the commit point for both.
             index_name = task.name + INDEX_SUFFIX
-            layout.write_atomic(os.path.join(settings.out_dir, index_name), index_text(writer.offsets), settings.fsync)
+            atomic.write_atomic(os.path.join(settings.out_dir, index_name), index_text(writer.offsets), settings.fsync)
     except BaseException:
         _remove_quietly(temp)
         raise

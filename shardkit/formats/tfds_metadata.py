@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from shardkit import layout
+from shardkit.storage import atomic
 
 DATASET_INFO = "dataset_info.json"
 FEATURES = "features.json"
@@ -72,14 +72,14 @@ def write(out_dir: str, manifest: dict[str, Any], durable: bool = True) -> list[
         "splits": splits,
         "version": "1.0.0",
     }
-    layout.write_json(os.path.join(out_dir, DATASET_INFO), info, durable)
-    layout.write_json(
+    atomic.write_json(os.path.join(out_dir, DATASET_INFO), info, durable)
+    atomic.write_json(
         os.path.join(out_dir, FEATURES),
         {"featuresDict": {"features": features}, "pythonClassName": _CLS + "features_dict.FeaturesDict"},
         durable,
     )
     written = [DATASET_INFO, FEATURES]
     for key, names in manifest.get("classes", {}).items():
-        layout.write_atomic(os.path.join(out_dir, f"{key}.labels.txt"), "".join(f"{n}\n" for n in names).encode(), durable)
+        atomic.write_atomic(os.path.join(out_dir, f"{key}.labels.txt"), "".join(f"{n}\n" for n in names).encode(), durable)
         written.append(f"{key}.labels.txt")
     return written

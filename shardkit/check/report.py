@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from shardkit.verify import VerifyReport
+from shardkit.check.verify import VerifyReport
 
 WIDTH = 80
 

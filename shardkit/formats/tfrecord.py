@@ -110,11 +110,3 @@ def file_crc32c(path: str, chunk_size: int = 1 << 22) -> int:
         while n := f.readinto(buf):
             crc = crc32c.crc32c(view[:n], value=crc)
     return crc
-
-
-INDEX_SUFFIX = ".idx"
-
-
-def index_text(offsets: list[tuple[int, int]]) -> bytes:
-    """The index format of DALI's and the ``tfrecord`` package's tfrecord2idx: ``offset length`` per line."""
-    return "".join(f"{offset} {length}\n" for offset, length in offsets).encode()

@@ -196,3 +196,23 @@ def decode_feature(data: bytes, start: int, end: int) -> tuple[Dtype, list[bytes
         else:
             values = []
     return dtype, values
+
+
+def decode_sequence_example(data: bytes) -> tuple[dict[str, Any], dict[str, Any]]:
+    """SequenceExample{1: context Features, 2: FeatureLists{1: map<string, FeatureList{1: repeated Feature}>}}."""
+    context: dict[str, Any] = {}
+    lists: dict[str, list[tuple[str, list[Any]]]] = {}
+    for field, start, end in spans(data, 0, len(data)):
+        if field == 1:
+            context.update(decode_example(_len_field(1, data[start:end])))
+            continue
+        for _, es, ee in spans(data, start, end):
+            key = ""
+            steps: list[tuple[str, list[Any]]] = []
+            for kfield, ks, ke in spans(data, es, ee):
+                if kfield == 1:
+                    key = data[ks:ke].decode("utf-8", "replace")
+                elif kfield == 2:
+                    steps.extend(decode_feature(data, fs, fe) for _, fs, fe in spans(data, ks, ke))
+            lists[key] = steps
+    return context, lists

@@ -1,6 +1,7 @@
-"""What the user pointed at: shardkit output folders (with a manifest) and plain TFRecord files.
+"""Reading what builds left, and what the user pointed at: output folders and plain TFRecord files.
 
-Files, folders and globs are accepted; a folder with ``manifest.json`` is a shardkit output, any
+``load_output`` reads an output's manifest and checks the structure every reader relies on.
+``expand`` takes files, folders and globs; a folder with ``manifest.json`` is a shardkit output, any
 other folder contributes the TFRecord files in it.
 """
 
@@ -13,8 +14,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from shardkit import layout
 from shardkit.errors import ShardkitError
+from shardkit.storage import layout
 
 TFRECORD_MARKERS = (".tfrecord", ".tfrec", ".tfrecords")
 
@@ -33,8 +34,14 @@ class Output:
 
 @dataclasses.dataclass(frozen=True)
 class Targets:
+    """What paths named: shardkit output folders, and TFRecord files outside any."""
+
     outputs: list[Output]
     files: list[str]
+
+    def tfrecord_files(self) -> list[str]:
+        """Every TFRecord file: the plain ones, then each output's shards in manifest order."""
+        return self.files + [os.path.join(o.path, shard["name"]) for o in self.outputs for _, shard in o.shards()]
 
 
 def is_tfrecord_name(name: str) -> bool:

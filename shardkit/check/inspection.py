@@ -11,9 +11,9 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from shardkit import scan
-from shardkit.example import DecodeError, _len_field, decode_example, decode_feature, fields, spans
-from shardkit.targets import Output, expand
+from shardkit.formats import tfrecord_scan
+from shardkit.formats.example_proto import DecodeError, decode_example, decode_sequence_example, fields
+from shardkit.storage.outputs import Output, expand
 
 EXAMPLE_CHARS = 40
 
@@ -91,33 +91,13 @@ def _classify(data: bytes) -> tuple[str, Any]:
         return "other", "a protocol buffer, but not a tf.train.Example"
     if 2 in numbers:
         try:
-            return "sequence_example", _sequence_example(data)
+            return "sequence_example", decode_sequence_example(data)
         except DecodeError as exc:
             return "other", f"not a SequenceExample ({exc})"
     try:
         return "example", decode_example(data)
     except DecodeError as exc:
         return "other", f"not a tf.train.Example ({exc})"
-
-
-def _sequence_example(data: bytes) -> tuple[dict[str, Any], dict[str, Any]]:
-    """SequenceExample{1: context Features, 2: FeatureLists{1: map<string, FeatureList{1: repeated Feature}>}}."""
-    context: dict[str, Any] = {}
-    lists: dict[str, list[tuple[str, list[Any]]]] = {}
-    for field, start, end in spans(data, 0, len(data)):
-        if field == 1:
-            context.update(decode_example(_len_field(1, data[start:end])))
-            continue
-        for _, es, ee in spans(data, start, end):
-            key = ""
-            steps: list[tuple[str, list[Any]]] = []
-            for kfield, ks, ke in spans(data, es, ee):
-                if kfield == 1:
-                    key = data[ks:ke].decode("utf-8", "replace")
-                elif kfield == 2:
-                    steps.extend(decode_feature(data, fs, fe) for _, fs, fe in spans(data, ks, ke))
-            lists[key] = steps
-    return context, lists
 
 
 def infer(paths: Sequence[str], limit: int | None = 100, compression: str = "auto") -> dict[str, Any]:
@@ -151,7 +131,7 @@ def infer(paths: Sequence[str], limit: int | None = 100, compression: str = "aut
         remaining = None if limit is None else limit - seen
         if remaining is not None and remaining <= 0:
             break
-        result = scan.scan(path, compression, on_record, limit=remaining, checksum=False)
+        result = tfrecord_scan.scan(path, compression, on_record, limit=remaining, checksum=False)
         problem = result.describe_error() or None
         files.append({"path": path, "compression": result.compression, "scanned": result.records, "problem": problem})
     return {
@@ -185,10 +165,22 @@ def describe_output(output: Output) -> dict[str, Any]:
     }
 
 
+def inspect(paths: Sequence[str], *, records: int | None = 100, compression: str = "auto") -> dict[str, Any]:
+    """What ``shardkit inspect PATHS`` shows: shardkit folders from their manifests (at once), any
+    other TFRecord files from a sample of ``records`` records (None: every record), their schema inferred.
+
+    Returns ``{"outputs": [...], "files": {...} or None}``; ``check.report`` renders it as text.
+    """
+    targets = expand(paths)
+    outputs = [describe_output(o) for o in targets.outputs]
+    return {"outputs": outputs, "files": infer(targets.files, records, compression) if targets.files else None}
+
+
 def count(paths: Sequence[str], compression: str = "auto") -> list[dict[str, Any]]:
-    """Exact record counts by walking the framing (CRC-checked, no parsing)."""
+    """Exact record counts of every file PATHS name (a shardkit folder's shards included), by
+    walking the framing (CRC-checked, no parsing)."""
     out = []
-    for path in expand(paths).files or []:
-        result = scan.scan(path, compression, checksum=False)
+    for path in expand(paths).tfrecord_files():
+        result = tfrecord_scan.scan(path, compression, checksum=False)
         out.append({"path": path, "records": result.records, "bytes": result.file_bytes, "problem": result.describe_error() or None})
     return out

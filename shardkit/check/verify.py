@@ -16,12 +16,13 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from shardkit import layout, scan
+from shardkit.check.inspection import sniff
 from shardkit.errors import ShardkitError
-from shardkit.example import DecodeError, decode_example
-from shardkit.inspection import sniff
-from shardkit.targets import Output, expand, is_tfrecord_name
-from shardkit.tfrecord import INDEX_SUFFIX, index_text
+from shardkit.formats import tfrecord_scan
+from shardkit.formats.example_proto import DecodeError, decode_example
+from shardkit.formats.idx_sidecar import INDEX_SUFFIX, index_text
+from shardkit.storage import layout
+from shardkit.storage.outputs import Output, expand, is_tfrecord_name
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,7 +118,7 @@ def _check(job: _Job) -> FileReport:
     index_path = _index_path(job)
     frames: list[tuple[int, int]] = []
     on_frame = (lambda offset, length: frames.append((offset, length))) if index_path else None
-    result = scan.scan(job.path, job.compression, checker, on_frame=on_frame)
+    result = tfrecord_scan.scan(job.path, job.compression, checker, on_frame=on_frame)
     if checker is not None and checker.problem and (result.ok or checker.record < result.records):
         return FileReport(job.path, result.records, result.file_bytes, result.compression, checker.problem)
     if not result.ok:
@@ -162,7 +163,7 @@ def _name_problem(path: str, found: str, asked: str) -> str | None:
     return None
 
 
-def _manifest_problem(expected: dict[str, Any] | None, result: scan.ScanResult) -> str | None:
+def _manifest_problem(expected: dict[str, Any] | None, result: tfrecord_scan.ScanResult) -> str | None:
     if expected is None:
         return None
     if result.records != expected["records"]:

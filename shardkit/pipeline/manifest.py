@@ -11,8 +11,9 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from shardkit import __version__, layout
-from shardkit.worker import ShardResult
+from shardkit.pipeline.tasks import ShardResult
+from shardkit.storage import atomic, layout
+from shardkit.version import __version__
 
 FORMAT = "shardkit.manifest"
 VERSION = 1
@@ -127,7 +128,7 @@ def load_shard_records(out: str) -> dict[str, ShardResult]:
     for name in sorted(os.listdir(folder)):
         if name.endswith(".json") and not name.startswith("."):
             try:
-                result = ShardResult.from_dict(layout.read_json(os.path.join(folder, name)))
+                result = ShardResult.from_dict(atomic.read_json(os.path.join(folder, name)))
             except (OSError, ValueError, KeyError, TypeError):
                 continue  # an unreadable record means the shard is rebuilt
             records[result.name] = result

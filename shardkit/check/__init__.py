@@ -1,0 +1,1 @@
+"""Looking inside TFRecord files and proving them whole: ``inspect``, ``verify`` and their text reports."""

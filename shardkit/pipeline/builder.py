@@ -1,0 +1,362 @@
+"""Running a build end to end: ``build()`` and ``finalize()`` (public as ``shardkit.build``/``finalize``).
+
+Inputs are read and checked, the config resolved, the plan made (or the stored one reused), OUT
+locked, finished shards kept, the rest run on an executor, and the manifest published last.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import os
+import sys
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from shardkit.errors import EntryError, OutputError, ShardkitError
+from shardkit.formats import tfds_metadata
+from shardkit.pipeline import manifest, resume
+from shardkit.pipeline.config import Config, infer_config, load_config
+from shardkit.pipeline.entries import Entry, collect_classes, to_entries
+from shardkit.pipeline.index_files import IndexFile, Row, discover, folder_rows, read_rows
+from shardkit.pipeline.local_executors import Executor, InlineExecutor, PoolExecutor, cluster_slots, default_workers
+from shardkit.pipeline.lock import OutputLock
+from shardkit.pipeline.plan import default_entries_per_shard, plan_split
+from shardkit.pipeline.tasks import BuildSettings, ShardResult, ShardTask
+from shardkit.storage import atomic, layout
+
+ON_ERROR = ("fail", "skip")
+COMPRESSIONS = (None, "gzip")
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildResult:
+    out_dir: str
+    manifest: dict[str, Any] | None  # None while other nodes' shards are still missing
+    shards_built: int
+    shards_reused: int
+    records: int  # in the whole output (in the finished shards, while incomplete)
+    records_built: int  # by this run
+    skipped: int
+    seconds: float
+    shards_missing: int = 0  # other nodes' shards not committed yet
+
+    @property
+    def records_per_second(self) -> float:
+        """Records this run wrote per second of its wall time."""
+        return self.records_built / self.seconds if self.seconds else 0.0
+
+
+def build(
+    indexes: Sequence[str | Path] = (),
+    out: str | Path = "",
+    *,
+    config: Config | str | Path | None = None,
+    from_folder: str | Path | None = None,
+    split: str | None = None,
+    ignore: Sequence[str] = (),
+    records_per_shard: int | None = None,
+    workers: int | None = None,
+    seed: int = 0,
+    compression: str | None = None,
+    on_error: str = "fail",
+    overwrite: bool = False,
+    fsync: bool = True,
+    progress: bool | None = None,
+    executor: Executor | None = None,
+    num_nodes: int = 1,
+    node_index: int = 0,
+    index: bool = True,
+) -> BuildResult:
+    """Build TFRecord shards from index files (or an ImageFolder tree) into ``out``.
+
+    Re-running the same call resumes: finished shards are kept, the rest are built. A different
+    config or input raises ``OutputError`` unless ``overwrite``. ``progress=None`` shows a bar
+    only when stderr is a terminal. ``fsync=False`` skips flushing shards to stable storage
+    (a kill still leaves finished shards whole; a power cut may not): for scratch disks only.
+
+    ``num_nodes``/``node_index`` build one node's share of the global plan into a shared OUT;
+    the node that finds every shard committed writes the manifest (``manifest`` is None on the
+    others), or ``finalize(out)`` does it afterwards. ``index`` writes ``NAME.idx`` beside each
+    uncompressed shard (byte offset and length per record, as DALI and the ``tfrecord`` package use).
+    """
+    started = time.perf_counter()
+    workers_given = workers is not None
+    workers = workers if workers is not None else default_workers()
+    _check_options(indexes, out, from_folder, records_per_shard, workers, compression, on_error)
+    if not 0 <= node_index < num_nodes:
+        raise ShardkitError(f"--node-index {node_index} is outside 0..{num_nodes - 1} (--num-nodes {num_nodes})")
+    if num_nodes > 1 and overwrite:
+        raise ShardkitError("--overwrite with --num-nodes would let one node delete the others' shards: clear OUT first")
+    out_dir = os.path.abspath(out)
+
+    rows, inputs = _rows_by_split(indexes, from_folder, split, ignore)
+    cfg = _resolve_config(config, rows)
+    parse_errors: dict[str, list[EntryError]] = {name: [] for name in rows}
+    entries = {name: list(to_entries(split_rows, cfg, on_error, parse_errors[name])) for name, split_rows in rows.items()}
+    cfg = collect_classes(cfg, entries)
+    parameters = {"seed": seed, "compression": compression, "records_per_shard": records_per_shard, "split": split, "index": index}
+    fingerprint = _fingerprint(cfg, parameters, inputs)
+
+    os.makedirs(out_dir, exist_ok=True)
+    state_dir = layout.state_dir(out_dir)
+    with contextlib.ExitStack() as held:
+        held.enter_context(OutputLock(os.path.join(state_dir, "lock"), shared=num_nodes > 1))
+        if num_nodes > 1:
+            held.enter_context(OutputLock(os.path.join(state_dir, f"lock.node-{node_index}")))
+        state = resume.prepare_state(out_dir, fingerprint, cfg, parameters, inputs, overwrite, multi_node=num_nodes > 1)
+        if "splits" not in state:
+            # Under Dask this asks the scheduler for its worker threads: only when the default shard size needs them.
+            slots = workers if records_per_shard else _plan_slots(executor, workers, workers_given, num_nodes)
+            state["splits"] = {name: _split_plan(split_entries, records_per_shard, cfg, slots) for name, split_entries in entries.items()}
+            state["skipped"] = [
+                {"split": name, "source": e.source, "line": e.line, "reason": e.reason}
+                for name, errors in parse_errors.items()
+                for e in errors
+            ]
+            if num_nodes > 1:
+                state["nodes"] = num_nodes
+            state = _publish_state(out_dir, state, num_nodes, fsync)
+        if num_nodes > 1 and state.get("nodes", num_nodes) != num_nodes:
+            raise OutputError(
+                f"{out_dir}: this build's plan is shared by {state['nodes']} nodes, not {num_nodes}: shares would overlap. "
+                f"Rerun with --num-nodes {state['nodes']} and this node's original --node-index (array reruns of some tasks "
+                "change SLURM_ARRAY_TASK_COUNT, so pass them explicitly)"
+            )
+        settings = BuildSettings(out_dir, cfg, seed, compression, on_error, fingerprint, fsync, index)
+        tasks = [
+            task
+            for name, split_entries in entries.items()
+            for task in plan_split(name, split_entries, state["splits"][name]["entries_per_shard"], settings)
+        ]
+        mine = tasks[node_index::num_nodes]  # a node's deterministic share of the one global plan
+        done = resume.finished_shards(out_dir, mine, fingerprint)
+        pending = [t for t in mine if t.name not in done]
+        executor = executor or (InlineExecutor() if workers == 1 else PoolExecutor(workers))
+        try:
+            fresh = _execute(executor, pending, mine, done, cfg, progress)
+        finally:
+            # Temp files of shards stopped mid-way. Ours alone: other nodes may be writing theirs.
+            for temp in layout.temp_files(out_dir, None if num_nodes == 1 else [t.name for t in mine]):
+                with contextlib.suppress(FileNotFoundError):  # a task still running elsewhere removed its own
+                    os.remove(temp)
+        missing: list[str] = []
+        if num_nodes == 1:
+            finished = {r.name: r for r in [*done.values(), *fresh]}
+        else:
+            finished, missing = resume.committed(out_dir, [t.name for t in tasks], fingerprint)
+        run = {"workers": workers, "on_error": on_error, "fsync": fsync, "ignore": list(ignore), "nodes": num_nodes}
+        doc = None if missing else _publish_outputs(out_dir, state, list(finished.values()), run, fsync)
+    return BuildResult(
+        out_dir=out_dir,
+        manifest=doc,
+        shards_built=len(fresh),
+        shards_reused=len(done),
+        records=doc["totals"]["records"] if doc else sum(r.records for r in finished.values()),
+        records_built=sum(r.records for r in fresh),
+        skipped=doc["errors"]["skipped"] if doc else 0,
+        seconds=time.perf_counter() - started,
+        shards_missing=len(missing),
+    )
+
+
+def finalize(out: str | Path, fsync: bool = True) -> BuildResult:
+    """Write the manifest of a build whose shards are all committed (e.g. after a multi-node build)."""
+    started = time.perf_counter()
+    out_dir = os.path.abspath(out)
+    resume.load_state(out_dir)  # a folder with no build gets a clear error and no .shardkit/lock
+    with OutputLock(os.path.join(layout.state_dir(out_dir), "lock"), shared=True):
+        state = resume.load_state(out_dir)
+        names = resume.planned_names(state)
+        finished, missing = resume.committed(out_dir, names, state["fingerprint"])
+        if missing:
+            shown = ", ".join(missing[:3]) + (", ..." if len(missing) > 3 else "")
+            raise OutputError(
+                f"{out_dir}: {len(missing)} of {len(names)} shards are not finished ({shown}); rerun the nodes that build them"
+            )
+        doc = _publish_outputs(out_dir, state, list(finished.values()), {"finalized": True}, fsync)
+    return BuildResult(out_dir, doc, 0, len(finished), doc["totals"]["records"], 0, doc["errors"]["skipped"], time.perf_counter() - started)
+
+
+def _publish_state(out_dir: str, state: dict[str, Any], num_nodes: int, fsync: bool) -> dict[str, Any]:
+    path = os.path.join(layout.state_dir(out_dir), "build.json")
+    if num_nodes == 1:
+        atomic.write_json(path, state, fsync)
+        return state
+    if atomic.create_json_once(path, state):
+        return state
+    published = resume.load_state(out_dir)  # another node was first: its plan is the plan
+    if published.get("fingerprint") != state["fingerprint"]:
+        raise OutputError(
+            f"{out_dir}: another node started this build with {resume.difference(published, state)}; nodes must share config and inputs"
+        )
+    return published
+
+
+def _publish_outputs(out_dir: str, state: dict[str, Any], shards: list[ShardResult], run: dict[str, Any], fsync: bool) -> dict[str, Any]:
+    """errors.jsonl and manifest.json from the state and every shard's record."""
+    doc = manifest.make_manifest(state, shards, run)
+    errors = manifest.error_lines(state, shards)
+    errors_path = os.path.join(out_dir, layout.ERRORS)
+    if errors:
+        atomic.write_atomic(errors_path, "".join(json.dumps(e) + "\n" for e in errors).encode(), fsync)
+    elif os.path.exists(errors_path):
+        os.remove(errors_path)
+    tfds_metadata.write(out_dir, doc, fsync)
+    atomic.write_json(os.path.join(out_dir, layout.MANIFEST), doc, fsync)  # last: its presence says the rest is there
+    return doc
+
+
+def _check_options(
+    indexes: Sequence[str | Path],
+    out: str | Path,
+    from_folder: str | Path | None,
+    records_per_shard: int | None,
+    workers: int,
+    compression: str | None,
+    on_error: str,
+) -> None:
+    if not str(out):
+        raise ShardkitError("an output folder is required (-o OUT)")
+    if bool(indexes) == (from_folder is not None):
+        raise ShardkitError("give index files or folders, or --from-folder ROOT, but not both")
+    if records_per_shard is not None and records_per_shard < 1:
+        raise ShardkitError("--records-per-shard must be at least 1")
+    if workers < 1:
+        raise ShardkitError("--workers must be at least 1")
+    if compression not in COMPRESSIONS:
+        raise ShardkitError(f"unknown compression {compression!r} (known: none, gzip)")
+    if on_error not in ON_ERROR:
+        raise ShardkitError(f"unknown --on-error {on_error!r} (known: fail, skip)")
+
+
+def _rows_by_split(
+    indexes: Sequence[str | Path], from_folder: str | Path | None, split: str | None, ignore: Sequence[str]
+) -> tuple[dict[str, Iterable[Row | EntryError]], dict[str, Any]]:
+    """Rows grouped by split, lazily, plus a description of the inputs for the fingerprint."""
+    if from_folder is not None:
+        root = Path(from_folder)
+        by_split: dict[str, list[Row | EntryError]] = {}
+        for name, row in folder_rows(root):
+            by_split.setdefault(split or name, []).append(row)
+        listing = hashlib.sha256("\n".join(str(r.identity) for rows in by_split.values() for r in rows if isinstance(r, Row)).encode())
+        return dict(by_split), {"folder": str(root.resolve()), "listing_sha256": listing.hexdigest()}
+    files = discover(indexes, ignore, split)
+    grouped: dict[str, list[IndexFile]] = {}
+    for f in files:
+        grouped.setdefault(f.split, []).append(f)
+    rows: dict[str, Iterable[Row | EntryError]] = {name: _chain_rows(group) for name, group in grouped.items()}
+    # The resolved path matters as much as the content: relative image paths resolve against it.
+    inputs = {"index_files": [{"path": str(f.path.resolve()), "split": f.split, "sha256": _sha256(f.path)} for f in files]}
+    return rows, inputs
+
+
+def _chain_rows(files: Sequence[IndexFile]) -> Iterator[Row | EntryError]:
+    for f in files:
+        yield from read_rows(f)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _resolve_config(config: Config | str | Path | None, rows: dict[str, Iterable[Row | EntryError]]) -> Config:
+    if isinstance(config, Config):
+        return config
+    if config is not None:
+        return load_config(config)
+    for name, split_rows in rows.items():
+        # Peek at the first good row without consuming the lazy iterator for good.
+        items = iter(split_rows)
+        peeked: list[Row | EntryError] = []
+        for item in items:
+            peeked.append(item)
+            if isinstance(item, Row):
+                rows[name] = _prepend(peeked, items)
+                return infer_config(item.values, item.names)
+        rows[name] = peeked
+    raise ShardkitError("the inputs hold no entries")
+
+
+def _prepend(first: list[Row | EntryError], rest: Iterator[Row | EntryError]) -> Iterator[Row | EntryError]:
+    yield from first
+    yield from rest
+
+
+def _fingerprint(cfg: Config, parameters: dict[str, Any], inputs: dict[str, Any]) -> str:
+    blob = json.dumps({"config": cfg.to_dict(), "parameters": parameters, "inputs": inputs}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def _plan_slots(executor: Executor | None, workers: int, workers_given: bool, num_nodes: int) -> int:
+    """How many shard tasks run at once, which the default plan gives each split at least as many
+    shards as: every node's pool under --num-nodes (nodes alike), and a Dask cluster's worker
+    threads unless ``workers`` says how many to plan for (a cluster that is still scaling up)."""
+    if not workers_given:
+        cluster = cluster_slots(executor)
+        if cluster is not None:
+            return cluster
+    return workers * num_nodes
+
+
+def _split_plan(entries: Sequence[Entry], records_per_shard: int | None, cfg: Config, slots: int) -> dict[str, Any]:
+    if records_per_shard is None:
+        per_shard = default_entries_per_shard(len(entries), _bytes_per_entry(entries, cfg), slots)
+    else:
+        per_shard = records_per_shard
+    num_shards = -(-len(entries) // per_shard) if entries else 0
+    return {"entries": len(entries), "entries_per_shard": per_shard, "num_shards": num_shards}
+
+
+def _bytes_per_entry(entries: Sequence[Entry], cfg: Config, sample: int = 64) -> float:
+    """Estimate output bytes per entry from the sizes of a spread sample of its input files."""
+    if not entries:
+        return 1.0
+    file_columns = [i for i, f in enumerate(cfg.features) if f.kind in ("image", "mask", "bytes")]
+    step = max(1, len(entries) // sample)
+    sizes = []
+    for entry in entries[::step][:sample]:
+        total = 0
+        for i in file_columns:
+            with contextlib.suppress(OSError):
+                total += os.path.getsize(entry.values[i])
+        sizes.append(total + 64)
+    return (sum(sizes) / len(sizes)) * cfg.records_per_entry
+
+
+def _execute(
+    executor: Executor,
+    pending: Sequence[ShardTask],
+    tasks: Sequence[ShardTask],
+    done: dict[str, ShardResult],
+    cfg: Config,
+    progress: bool | None,
+) -> list[ShardResult]:
+    from tqdm import tqdm
+
+    show = sys.stderr.isatty() if progress is None else progress
+    per_entry = cfg.records_per_entry
+    total = sum(len(t.entries) for t in tasks) * per_entry
+    initial = sum(r.records for r in done.values())
+    with tqdm(total=total, initial=initial, unit="rec", disable=not show, dynamic_ncols=True, smoothing=0.1) as bar:
+        shards_done = len(done)
+
+        def on_progress(n: int) -> None:
+            bar.update(n)
+
+        def on_shard(result: ShardResult) -> None:
+            nonlocal shards_done
+            shards_done += 1
+            bar.set_postfix_str(f"shards {shards_done}/{len(tasks)}", refresh=False)
+
+        bar.set_postfix_str(f"shards {shards_done}/{len(tasks)}", refresh=False)
+        results = executor.run(pending, on_progress, on_shard)
+    return results

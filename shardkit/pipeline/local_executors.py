@@ -1,0 +1,141 @@
+"""Run shard tasks inline or on a multiprocessing pool; the same results either way.
+
+The pool path is ``Pool.starmap_async`` with one task per shard, so a free worker takes the next
+shard and no file ever has two writers. Workers send progress ticks over a queue; the parent
+drains it, watches for dead workers, and never hangs on one.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import queue as queue_module
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from shardkit.errors import WorkerError
+from shardkit.pipeline import worker_settings
+from shardkit.pipeline.tasks import ShardResult, ShardTask
+from shardkit.pipeline.worker import run_task
+
+OnProgress = Callable[[int], None]
+OnShard = Callable[[ShardResult], None]
+
+
+class Executor(Protocol):
+    def run(self, tasks: Sequence[ShardTask], on_progress: OnProgress, on_shard: OnShard) -> list[ShardResult]: ...
+
+
+def cluster_slots(executor: Executor | None) -> int | None:
+    """How many tasks the executor's cluster runs at once, for an executor that runs on one and
+    can tell (``slots()``); None for local executors, and for a cluster with no workers yet."""
+    slots = getattr(executor, "slots", None)
+    return (slots() or None) if callable(slots) else None
+
+
+class InlineExecutor:
+    """Runs every task in this process: the identical worker code, easy to debug (``--workers 1``)."""
+
+    def run(self, tasks: Sequence[ShardTask], on_progress: OnProgress, on_shard: OnShard) -> list[ShardResult]:
+        results = []
+        with worker_settings.shard_work(_augments(tasks)):
+            for task in tasks:
+                result = run_task(task, on_progress)
+                on_shard(result)
+                results.append(result)
+        return results
+
+
+def _augments(tasks: Sequence[ShardTask]) -> bool:
+    """Only augmentation runs native thread pools; a pass-through build skips importing them."""
+    return bool(tasks) and tasks[0].settings.config.augment is not None
+
+
+# Set in each pool worker by _init_worker: the queue progress ticks go to.
+_progress_queue: Any = None
+
+
+def _init_worker(progress_queue: Any, augment: bool) -> None:
+    global _progress_queue
+    _progress_queue = progress_queue
+    worker_settings.apply(augment)  # for the life of this pool process: nothing to undo
+
+
+def _tick(n: int) -> None:
+    _progress_queue.put(("tick", n))
+
+
+def _run_in_pool(task: ShardTask) -> ShardResult:
+    result = run_task(task, _tick)
+    _progress_queue.put(("shard", result))
+    return result
+
+
+class PoolExecutor:
+    """A ``multiprocessing.Pool`` of ``workers`` processes (start method: the platform default)."""
+
+    def __init__(self, workers: int, start_method: str | None = None, poll_seconds: float = 0.1) -> None:
+        if workers < 1:
+            raise ValueError("workers must be at least 1")
+        self.workers = workers
+        self.context = mp.get_context(start_method)
+        self.poll_seconds = poll_seconds
+
+    def run(self, tasks: Sequence[ShardTask], on_progress: OnProgress, on_shard: OnShard) -> list[ShardResult]:
+        if not tasks:
+            return []
+        progress_queue = self.context.Queue()
+        pool = self.context.Pool(min(self.workers, len(tasks)), initializer=_init_worker, initargs=(progress_queue, _augments(tasks)))
+        try:
+            pending = pool.starmap_async(_run_in_pool, [(t,) for t in tasks], chunksize=1)
+            workers = _worker_pids(pool)
+            reported = 0
+            while not pending.ready():
+                reported += self._drain(progress_queue, on_progress, on_shard, self.poll_seconds)
+                dead = workers - _worker_pids(pool)
+                if dead and not pending.ready():
+                    raise WorkerError(
+                        f"a build worker process (pid {min(dead)}) died without reporting an error, most often "
+                        "killed for using too much memory (see `dmesg`). Finished shards are kept: rerun the same "
+                        "command to resume, with fewer --workers, or --workers 1 to run in one process and see the error."
+                    )
+            results: list[ShardResult] = pending.get()  # re-raises the first worker exception
+            while reported < len(results):  # the last ticks and shard messages may still be in flight
+                arrived = self._drain(progress_queue, on_progress, on_shard, 1.0)
+                if not arrived:
+                    break
+                reported += arrived
+            return results
+        finally:
+            pool.terminate()
+            pool.join()
+            progress_queue.close()
+            progress_queue.join_thread()
+
+    @staticmethod
+    def _drain(progress_queue: Any, on_progress: OnProgress, on_shard: OnShard, wait: float) -> int:
+        """Handle queued messages (waiting up to ``wait`` for the first); returns how many shards finished."""
+        shards = 0
+        try:
+            message = progress_queue.get(timeout=wait) if wait else progress_queue.get_nowait()
+            while True:
+                kind, value = message
+                if kind == "tick":
+                    on_progress(value)
+                else:
+                    on_shard(value)
+                    shards += 1
+                message = progress_queue.get_nowait()
+        except queue_module.Empty:
+            return shards
+
+
+def _worker_pids(pool: Any) -> set[int]:
+    # Pool silently replaces a worker that dies, and the task it held is never retried or failed:
+    # watching the worker set (a private attribute, checked defensively) is how we notice.
+    processes = getattr(pool, "_pool", None) or []
+    return {p.pid for p in processes if p.pid is not None}
+
+
+def default_workers() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

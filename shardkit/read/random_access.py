@@ -1,0 +1,149 @@
+"""Random access to a shardkit split from Python, without TensorFlow.
+
+    from shardkit.read.random_access import ShardReader
+    ds = ShardReader("shards/", "train")            # a plain sequence: len(ds), ds[i], ds[a:b]
+    record = ds[1234]                               # {"image": b"...", "image/height": 240, ...}
+    loader = torch.utils.data.DataLoader(ds, batch_size=32, shuffle=True, num_workers=4)
+
+Record ``i`` is found through the split's ``.idx`` files (one seek, one read), its CRCs are
+checked, and the Example is decoded with the manifest schema: scalars as Python numbers, fixed
+lists and ragged lists as numpy arrays, strings as ``str``; images as bytes or, with
+``decode_images=True``, as uint8 arrays. File handles are opened lazily per process, so the
+object pickles into DataLoader workers.
+"""
+
+from __future__ import annotations
+
+import bisect
+import io
+import os
+import struct
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from shardkit.errors import CorruptShardError, ShardkitError
+from shardkit.formats.example_proto import DecodeError, decode_example
+from shardkit.formats.idx_sidecar import INDEX_SUFFIX, read_index
+from shardkit.formats.tfrecord import FOOTER_SIZE, HEADER_SIZE, masked_crc
+from shardkit.storage.outputs import load_output
+
+_HEADER = struct.Struct("<QI")
+
+
+class ShardReader:
+    """A map-style dataset over one split (works as a PyTorch ``Dataset``; torch is optional)."""
+
+    def __init__(self, out: str, split: str = "train", decode_images: bool = False) -> None:
+        output = load_output(out)
+        manifest = output.manifest
+        if split not in manifest["splits"]:
+            raise ShardkitError(f"{out}: no split {split!r} (splits: {', '.join(manifest['splits'])})")
+        self.out = out
+        self.split = split
+        self.decode_images = decode_images
+        self.schema = {f["key"]: f for f in manifest.get("schema", [])}
+        self._shards: list[tuple[str, list[tuple[int, int]]]] = []
+        self._starts: list[int] = []
+        total = 0
+        for shard in manifest["splits"][split]["shards"]:
+            path = os.path.join(out, shard["name"])
+            index_path = os.path.join(out, shard["index"]) if shard.get("index") else path + INDEX_SUFFIX
+            if not os.path.exists(index_path):
+                hint = "GZIP shards cannot be indexed" if shard["name"].endswith(".gz") else f"run: shardkit index {out}"
+                raise ShardkitError(f"{path}: no index file ({hint})")
+            entries = read_index(index_path)
+            if len(entries) != shard["records"]:
+                raise ShardkitError(f"{path}{INDEX_SUFFIX}: lists {len(entries)} records, the manifest says {shard['records']}")
+            self._shards.append((path, entries))
+            self._starts.append(total)
+            total += len(entries)
+        self._length = total
+        self._files: dict[str, int] = {}
+        self._pid = os.getpid()
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __getitem__(self, item: int | slice) -> Any:
+        if isinstance(item, slice):
+            return [self[i] for i in range(*item.indices(self._length))]
+        if isinstance(item, (bool, np.bool_)) or not isinstance(item, (int, np.integer)):
+            raise TypeError(f"record numbers are integers or slices, not {type(item).__name__}")
+        index = int(item)
+        if index < 0:
+            index += self._length
+        if not 0 <= index < self._length:
+            raise IndexError(f"record {item} is out of range: {self.split} has {self._length} records")
+        return self._decode(self.raw(index), index)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for i in range(self._length):
+            yield self[i]
+
+    def raw(self, index: int) -> bytes:
+        """The serialized Example of record ``index``, CRC-checked."""
+        shard = bisect.bisect_right(self._starts, index) - 1
+        path, entries = self._shards[shard]
+        offset, length = entries[index - self._starts[shard]]
+        framed = os.pread(self._fd(path), length, offset)  # no shared file position: safe from threads
+        if len(framed) != length or length < HEADER_SIZE + FOOTER_SIZE:
+            raise CorruptShardError(path, "record runs past the end of the file (stale index?)", index, offset)
+        data_length, length_crc = _HEADER.unpack_from(framed)
+        if masked_crc(framed[:8]) != length_crc or HEADER_SIZE + data_length + FOOTER_SIZE != length:
+            raise CorruptShardError(path, "the index does not point at a record here (stale index?)", index, offset)
+        data = bytes(framed[HEADER_SIZE : HEADER_SIZE + data_length])
+        if masked_crc(data) != struct.unpack_from("<I", framed, HEADER_SIZE + data_length)[0]:
+            raise CorruptShardError(path, "data CRC mismatch", index, offset)
+        return data
+
+    def _fd(self, path: str) -> int:
+        if self._pid != os.getpid():  # forked into a DataLoader worker: open its own descriptors
+            self._files, self._pid = {}, os.getpid()
+        fd = self._files.get(path)
+        if fd is None:
+            fd = self._files.setdefault(path, os.open(path, os.O_RDONLY))
+        return int(fd)
+
+    def _decode(self, data: bytes, index: int) -> dict[str, Any]:
+        try:
+            features = decode_example(data)
+        except DecodeError as exc:
+            raise ShardkitError(f"{self.out}: record {index} of {self.split} is not a tf.train.Example ({exc})") from None
+        out: dict[str, Any] = {}
+        for key, (dtype, values) in features.items():
+            spec = self.schema.get(key, {})
+            if spec.get("kind") in ("image", "mask") and self.decode_images:
+                out[key] = _decode_image(values[0], spec.get("kind") == "mask")  # type: ignore[arg-type]
+            elif dtype == "bytes":
+                texts = [v.decode("utf-8") for v in values] if spec.get("dtype") == "string" else list(values)  # type: ignore[union-attr]
+                out[key] = texts[0] if spec.get("shape") == [] and len(texts) == 1 else texts
+            else:
+                array = np.asarray(values, dtype=np.int64 if dtype == "int64" else np.float32)
+                out[key] = array[0].item() if spec.get("shape") == [] and array.size == 1 else array
+        return out
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_files"] = {}
+        return state
+
+    def close(self) -> None:
+        for fd in self._files.values():
+            os.close(fd)
+        self._files = {}
+
+
+# Raw files keep their own mode; decode them the way TensorFlow's decoders present them.
+_AS_DECODED = {"P": "RGB", "1": "L", "LA": "RGBA", "CMYK": "RGB", "YCbCr": "RGB"}
+
+
+def _decode_image(data: bytes, mask: bool) -> np.ndarray:
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as im:
+        if im.mode in _AS_DECODED and not (mask and im.mode in ("P", "1")):
+            target = "RGBA" if im.mode == "P" and "transparency" in im.info else _AS_DECODED[im.mode]
+            return np.asarray(im.convert(target))
+        return np.asarray(im).astype(np.uint8) if im.mode == "1" else np.asarray(im)

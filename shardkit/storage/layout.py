@@ -1,0 +1,67 @@
+"""Where things live in an output folder: the names of shards, temp files, state and records.
+
+OUT/
+  train-00000-of-00004.tfrecord      finished shards (final names appear only when complete)
+  .train-00001-of-00004.tfrecord.incomplete-1a2b3c4d   a shard being written
+  manifest.json                      written last, atomically
+  errors.jsonl                       entries skipped with --on-error skip
+  .shardkit/build.json               the build's fingerprint and resolved parameters
+  .shardkit/shards/NAME.json         one record per finished shard (the commit point)
+  .shardkit/lock                     held (flock) by the one build running into OUT
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Iterable
+from typing import Any
+
+from shardkit.storage.atomic import INCOMPLETE, fsync_dir, read_json, write_json
+
+STATE_DIR = ".shardkit"
+MANIFEST = "manifest.json"
+ERRORS = "errors.jsonl"
+
+
+def shard_name(split: str, index: int, num_shards: int, compression: str | None) -> str:
+    """``{split}-{i:05d}-of-{n:05d}.tfrecord``: TFDS' file template matches it (see formats.tfds_metadata)."""
+    suffix = ".tfrecord.gz" if compression == "gzip" else ".tfrecord"
+    return f"{split}-{index:05d}-of-{num_shards:05d}{suffix}"
+
+
+def state_dir(out: str) -> str:
+    return os.path.join(out, STATE_DIR)
+
+
+def temp_path(out: str, name: str, tag: str) -> str:
+    return os.path.join(out, f".{name}{INCOMPLETE}{tag}")
+
+
+def temp_files(out: str, names: Iterable[str] | None = None) -> list[str]:
+    """Temporary files in OUT: all of them, or only those of the shards ``names``."""
+    if names is None:
+        return sorted(glob.glob(os.path.join(glob.escape(out), f".*{INCOMPLETE}*")))
+    # .NAME.incomplete-X (the shard) and .NAME.idx.incomplete-X (its index)
+    return sorted(p for name in names for p in glob.glob(os.path.join(glob.escape(out), f".{glob.escape(name)}*{INCOMPLETE}*")))
+
+
+def state_fingerprint(out: str) -> str | None:
+    """The fingerprint of the build OUT belongs to now (None: no readable .shardkit/build.json)."""
+    try:
+        state = read_json(os.path.join(state_dir(out), "build.json"))
+    except (OSError, ValueError):
+        return None
+    fingerprint = state.get("fingerprint") if isinstance(state, dict) else None
+    return fingerprint if isinstance(fingerprint, str) else None
+
+
+def shard_record_path(out: str, name: str) -> str:
+    return os.path.join(state_dir(out), "shards", f"{name}.json")
+
+
+def write_shard_record(out: str, record: dict[str, Any], durable: bool = True) -> None:
+    """The shard's commit point: written after the shard itself is renamed into place."""
+    write_json(shard_record_path(out, record["name"]), record, durable)
+    if durable:
+        fsync_dir(out)  # the shard's rename, before anyone trusts its record

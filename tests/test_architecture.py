@@ -1,0 +1,151 @@
+"""The package's shape holds: public names resolve, imports run only downwards, nothing loads TensorFlow early."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import pkgutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import shardkit
+
+PACKAGE = Path(shardkit.__file__).parent
+
+# Every name README and docs/ show, by the import path they show it under.
+PUBLIC = {
+    "shardkit": [
+        "build", "finalize", "inspect", "count_records", "verify", "write_idx_files", "materialize_snapshot",
+        "BuildResult", "VerifyReport", "FileReport", "IndexReport", "SnapshotResult", "__version__",
+    ],
+    "shardkit.errors": ["ShardkitError", "ConfigError", "EntryError", "OutputError", "CorruptShardError", "WorkerError"],
+    "shardkit.executors": ["DaskExecutor", "PoolExecutor", "InlineExecutor", "Executor", "default_workers"],
+    "shardkit.tfdata": ["load", "feature_spec", "read_manifest", "shard_files"],
+    "shardkit.reader": ["ShardReader"],
+    "shardkit.demo": ["make_segmentation", "make_classification"],
+}  # fmt: skip
+
+# Who may import whom: a layer imports itself and the layers below it, never one beside or above.
+# cli -> api (and the public paths) -> pipeline | check | read -> formats -> storage -> errors, version
+LAYERS = {
+    "errors": set(),
+    "version": set(),
+    "demo": set(),
+    "storage": {"errors", "version"},
+    "formats": {"storage", "errors", "version"},
+    "pipeline": {"formats", "storage", "errors", "version"},
+    "check": {"formats", "storage", "errors", "version"},
+    "read": {"formats", "storage", "errors", "version"},
+    "api": {"pipeline", "check", "read", "formats", "storage", "errors", "version"},
+    "public": {"pipeline", "check", "read", "formats", "storage", "errors", "version"},  # shardkit.tfdata, .reader, .executors
+    "package": {"api", "version"},  # shardkit/__init__.py
+    "cli": {"api", "public", "package", "check", "errors", "version"},
+}
+PUBLIC_PATHS = {"tfdata", "reader", "executors"}
+
+
+def layer_of(module: str) -> str:
+    parts = module.split(".")
+    if parts == ["shardkit"]:
+        return "package"
+    top = parts[1]
+    return "public" if top in PUBLIC_PATHS else top
+
+
+def all_modules() -> list[str]:
+    found = ["shardkit"]
+    for info in pkgutil.walk_packages([str(PACKAGE)], "shardkit."):
+        found.append(info.name)
+    return sorted(found)
+
+
+def shardkit_imports(module: str) -> set[str]:
+    """The shardkit modules ``module`` imports, at top level or inside functions (TYPE_CHECKING too)."""
+    path = PACKAGE.joinpath(*module.split(".")[1:])
+    source = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("shardkit"):
+            found.add(node.module)
+            found.update(f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}" in MODULES)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("shardkit"))
+    return {m for m in found if m in MODULES}
+
+
+MODULES = set(all_modules())
+
+
+@pytest.mark.parametrize("module", sorted(PUBLIC))
+def test_every_documented_name_imports(module: str) -> None:
+    loaded = importlib.import_module(module)
+    for name in PUBLIC[module]:
+        assert getattr(loaded, name, None) is not None, f"{module}.{name}"
+
+
+def test_submodules_do_not_shadow_the_public_functions() -> None:
+    """``import shardkit.x.y`` sets the attribute ``shardkit.x``: no subpackage may be named like a function."""
+    for module in MODULES:
+        if module != "shardkit.cli":
+            importlib.import_module(module)
+    for name in PUBLIC["shardkit"]:
+        value = getattr(shardkit, name)
+        assert not isinstance(value, type(shardkit)), f"shardkit.{name} is a module, not the API's {name}"
+    assert shardkit.build.__module__ == "shardkit.pipeline.builder" and callable(shardkit.verify)
+
+
+@pytest.mark.parametrize("module", sorted(MODULES - {"shardkit"}))
+def test_imports_run_only_downwards(module: str) -> None:
+    layer = layer_of(module)
+    allowed = LAYERS[layer] | {layer}
+    wrong = sorted(m for m in shardkit_imports(module) if layer_of(m) not in allowed and m != "shardkit")
+    assert not wrong, f"{module} ({layer}) imports {wrong}: allowed layers are {sorted(allowed)}"
+
+
+def test_no_module_imports_the_package_root() -> None:
+    """The root re-exports the API; a module importing it (for __version__, say) points the arrow back up."""
+    importers = sorted(m for m in MODULES if m != "shardkit" and "shardkit" in _root_imports(m))
+    assert importers == ["shardkit.cli"], importers  # the CLI calls the public API through it
+
+
+def _root_imports(module: str) -> set[str]:
+    path = PACKAGE.joinpath(*module.split(".")[1:])
+    source = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+    tree = ast.parse(source.read_text())
+    found = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    found |= {"shardkit" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "shardkit"}
+    return found
+
+
+def test_modules_stay_small() -> None:
+    sizes = {m: len(_source(m).splitlines()) for m in MODULES}
+    too_big = {m: n for m, n in sizes.items() if n > 400}
+    assert not too_big, f"split these by job: {too_big}"
+
+
+def _source(module: str) -> str:
+    path = PACKAGE.joinpath(*module.split(".")[1:])
+    return (path / "__init__.py" if path.is_dir() else path.with_suffix(".py")).read_text()
+
+
+def test_importing_the_package_and_every_public_path_loads_no_tensorflow() -> None:
+    script = (
+        "import sys\n"
+        "import shardkit, shardkit.api, shardkit.tfdata, shardkit.reader, shardkit.executors, shardkit.errors, shardkit.cli\n"
+        "shardkit.build, shardkit.verify, shardkit.inspect, shardkit.materialize_snapshot\n"
+        "loaded = [m for m in ('tensorflow', 'distributed', 'torch') if m in sys.modules]\n"
+        "assert not loaded, loaded\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd="/")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
+def test_version_comes_from_the_installed_metadata() -> None:
+    from importlib.metadata import version
+
+    assert shardkit.__version__ == version("shardkit")
