@@ -246,6 +246,16 @@ def test_from_folder_classification(cls_data: Path, tmp_path: Path) -> None:
             assert record["label"] == ["cat", "dog", "fox"].index(path.parent.name)
 
 
+def test_from_folder_given_relative_to_the_working_directory(cls_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The folder's images were joined to a relative ROOT twice (photos/train/photos/train/cat/x.jpg)."""
+    absolute = shardkit.build(out=tmp_path / "abs", from_folder=cls_data, workers=1, progress=False)
+    monkeypatch.chdir(cls_data.parent)
+    relative = shardkit.build(out=tmp_path / "rel", from_folder=cls_data.name, workers=1, progress=False)
+    assert relative.records == absolute.records > 0
+    for split in ("train", "val"):
+        assert read_split(str(tmp_path / "rel"), split) == read_split(str(tmp_path / "abs"), split)
+
+
 def test_every_feature_kind_from_csv(tmp_path: Path) -> None:
     Image.fromarray(np.full((6, 5), 200, np.uint8)).save(tmp_path / "g.png")
     Image.fromarray(np.arange(6 * 5 * 4, dtype=np.uint8).reshape(6, 5, 4)).save(tmp_path / "rgba.png")

@@ -199,4 +199,6 @@ def folder_rows(root: Path) -> Iterator[tuple[str, Row]]:
                 if image.is_file() and image.suffix.lower() in IMAGE_SUFFIXES:
                     number += 1
                     key = image.relative_to(root).as_posix()
-                    yield split, Row(str(split_root), number, (str(image), class_dir.name), ("image", "label"), key)
+                    # Absolute: entries resolve a relative value against the row's source folder, which
+                    # would join a relative ROOT twice (photos/train/photos/train/cat/x.jpg).
+                    yield split, Row(str(split_root), number, (str(image.absolute()), class_dir.name), ("image", "label"), key)
