@@ -149,3 +149,10 @@ def test_version_comes_from_the_installed_metadata() -> None:
     from importlib.metadata import version
 
     assert shardkit.__version__ == version("shardkit")
+
+
+def test_the_architecture_page_lists_every_module() -> None:
+    page = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    packages = {"shardkit"} | {m for m in MODULES if (PACKAGE.joinpath(*m.split(".")[1:]) / "__init__.py").exists()}
+    missing = sorted(m for m in MODULES - packages if f"`{m.removeprefix('shardkit.')}`" not in page)
+    assert not missing, f"docs/architecture.md does not list {missing}"
