@@ -8,21 +8,20 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import json
 import os
 import sys
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from shardkit.errors import EntryError, OutputError, ShardkitError
 from shardkit.formats import tfds_metadata
 from shardkit.pipeline import manifest, resume
-from shardkit.pipeline.config import Config, infer_config, load_config
+from shardkit.pipeline.config import Config
 from shardkit.pipeline.entries import Entry, collect_classes, to_entries
-from shardkit.pipeline.index_files import IndexFile, Row, discover, folder_rows, read_rows
+from shardkit.pipeline.inputs import fingerprint_of, resolve_config, rows_by_split
 from shardkit.pipeline.local_executors import Executor, InlineExecutor, PoolExecutor, cluster_slots, default_workers
 from shardkit.pipeline.lock import OutputLock
 from shardkit.pipeline.plan import default_entries_per_shard, plan_split
@@ -94,13 +93,13 @@ def build(
         raise ShardkitError("--overwrite with --num-nodes would let one node delete the others' shards: clear OUT first")
     out_dir = os.path.abspath(out)
 
-    rows, inputs = _rows_by_split(indexes, from_folder, split, ignore)
-    cfg = _resolve_config(config, rows)
+    rows, inputs = rows_by_split(indexes, from_folder, split, ignore)
+    cfg = resolve_config(config, rows)
     parse_errors: dict[str, list[EntryError]] = {name: [] for name in rows}
     entries = {name: list(to_entries(split_rows, cfg, on_error, parse_errors[name])) for name, split_rows in rows.items()}
     cfg = collect_classes(cfg, entries)
     parameters = {"seed": seed, "compression": compression, "records_per_shard": records_per_shard, "split": split, "index": index}
-    fingerprint = _fingerprint(cfg, parameters, inputs)
+    fingerprint = fingerprint_of(cfg, parameters, inputs)
 
     os.makedirs(out_dir, exist_ok=True)
     state_dir = layout.state_dir(out_dir)
@@ -232,68 +231,6 @@ def _check_options(
         raise ShardkitError(f"unknown compression {compression!r} (known: none, gzip)")
     if on_error not in ON_ERROR:
         raise ShardkitError(f"unknown --on-error {on_error!r} (known: fail, skip)")
-
-
-def _rows_by_split(
-    indexes: Sequence[str | Path], from_folder: str | Path | None, split: str | None, ignore: Sequence[str]
-) -> tuple[dict[str, Iterable[Row | EntryError]], dict[str, Any]]:
-    """Rows grouped by split, lazily, plus a description of the inputs for the fingerprint."""
-    if from_folder is not None:
-        root = Path(from_folder)
-        by_split: dict[str, list[Row | EntryError]] = {}
-        for name, row in folder_rows(root):
-            by_split.setdefault(split or name, []).append(row)
-        listing = hashlib.sha256("\n".join(str(r.identity) for rows in by_split.values() for r in rows if isinstance(r, Row)).encode())
-        return dict(by_split), {"folder": str(root.resolve()), "listing_sha256": listing.hexdigest()}
-    files = discover(indexes, ignore, split)
-    grouped: dict[str, list[IndexFile]] = {}
-    for f in files:
-        grouped.setdefault(f.split, []).append(f)
-    rows: dict[str, Iterable[Row | EntryError]] = {name: _chain_rows(group) for name, group in grouped.items()}
-    # The resolved path matters as much as the content: relative image paths resolve against it.
-    inputs = {"index_files": [{"path": str(f.path.resolve()), "split": f.split, "sha256": _sha256(f.path)} for f in files]}
-    return rows, inputs
-
-
-def _chain_rows(files: Sequence[IndexFile]) -> Iterator[Row | EntryError]:
-    for f in files:
-        yield from read_rows(f)
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _resolve_config(config: Config | str | Path | None, rows: dict[str, Iterable[Row | EntryError]]) -> Config:
-    if isinstance(config, Config):
-        return config
-    if config is not None:
-        return load_config(config)
-    for name, split_rows in rows.items():
-        # Peek at the first good row without consuming the lazy iterator for good.
-        items = iter(split_rows)
-        peeked: list[Row | EntryError] = []
-        for item in items:
-            peeked.append(item)
-            if isinstance(item, Row):
-                rows[name] = _prepend(peeked, items)
-                return infer_config(item.values, item.names)
-        rows[name] = peeked
-    raise ShardkitError("the inputs hold no entries")
-
-
-def _prepend(first: list[Row | EntryError], rest: Iterator[Row | EntryError]) -> Iterator[Row | EntryError]:
-    yield from first
-    yield from rest
-
-
-def _fingerprint(cfg: Config, parameters: dict[str, Any], inputs: dict[str, Any]) -> str:
-    blob = json.dumps({"config": cfg.to_dict(), "parameters": parameters, "inputs": inputs}, sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
 def _plan_slots(executor: Executor | None, workers: int, workers_given: bool, num_nodes: int) -> int:
