@@ -1,40 +1,26 @@
 """The ``shardkit`` command: parse options, make one API call, print the result.
 
-Library errors become one-line click errors (exit 1); usage errors exit 2. Nothing here imports
+Library errors become one-line errors (exit 1), usage errors exit 2, and Ctrl-C and SIGTERM one
+line saying what was kept (exit 130 or 143): see ``cli_reporting``. Nothing here imports
 TensorFlow, so ``shardkit --help`` is instant.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import sys
-from collections.abc import Callable
-from typing import Any, TypeVar
 
 import click
 
-from shardkit.errors import ShardkitError
+from shardkit.cli_reporting import friendly_errors
 from shardkit.version import __version__
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _friendly_errors(func: F) -> F:
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except ShardkitError as exc:
-            raise click.ClickException(str(exc)) from None
-
-    return wrapper  # type: ignore[return-value]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="shardkit")
-def main() -> None:
+@click.option("--debug", is_flag=True, envvar="SHARDKIT_DEBUG", help="Show the traceback behind an error or an interrupt.")
+def main(debug: bool) -> None:
     """Turn image datasets into TFRecord shards fast, safely and reproducibly."""
 
 
@@ -112,7 +98,7 @@ def main() -> None:
 )
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar and no summary.")
 @click.option("--progress", "force_progress", is_flag=True, help="Show the progress bar even when stderr is not a terminal.")
-@_friendly_errors
+@friendly_errors
 def build(
     indexes: tuple[str, ...],
     out: str,
@@ -207,7 +193,7 @@ def _node_share(num_nodes: int | None, node_index: int | None) -> tuple[int, int
 
 @main.command()
 @click.argument("out", type=click.Path(exists=True, file_okay=False, path_type=str))
-@_friendly_errors
+@friendly_errors
 def finalize(out: str) -> None:
     """Write OUT's manifest once every shard of a multi-node build is committed."""
     import shardkit
@@ -241,7 +227,7 @@ COMPRESSION = click.Choice(["auto", "none", "gzip", "zlib"])
     help="auto: from the file's first bytes (a .gz name is not needed).",
 )
 @click.option("--json", "as_json", is_flag=True, help="One JSON document instead of tables.")
-@_friendly_errors
+@friendly_errors
 def inspect(paths: tuple[str, ...], limit: int, scan_all: bool, count: bool, compression: str, as_json: bool) -> None:
     """Show feature keys, dtypes, shapes and counts of TFRecord files or shardkit folders.
 
@@ -276,6 +262,7 @@ def inspect(paths: tuple[str, ...], limit: int, scan_all: bool, count: bool, com
 @click.option("-w", "--workers", type=click.IntRange(min=1), help="Files checked in parallel (default: the usable cores).")
 @click.option("--compression", type=COMPRESSION, default="auto", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="One JSON document instead of lines.")
+@friendly_errors
 def verify(paths: tuple[str, ...], deep: bool, workers: int | None, compression: str, as_json: bool) -> None:
     """Check every record's CRCs and framing, and a shardkit folder against its manifest.
 
@@ -320,7 +307,7 @@ def verify(paths: tuple[str, ...], deep: bool, workers: int | None, compression:
 @click.option("--overwrite", is_flag=True, help="Rebuild a snapshot whose source or preprocess code changed.")
 @click.option("--dispatcher", metavar="grpc://HOST:PORT", help="Materialize on a tf.data service cluster (distributed_save).")
 @click.option("-q", "--quiet", is_flag=True)
-@_friendly_errors
+@friendly_errors
 def snapshot_materialize(
     src: str,
     snap: str,
@@ -358,7 +345,7 @@ def snapshot_materialize(
 @click.argument("paths", nargs=-1, required=True)
 @click.option("-w", "--workers", type=click.IntRange(min=1), help="Files indexed in parallel (default: the usable cores).")
 @click.option("--compression", type=COMPRESSION, default="auto", show_default=True)
-@_friendly_errors
+@friendly_errors
 def index(paths: tuple[str, ...], workers: int | None, compression: str) -> None:
     """Write NAME.idx beside existing TFRecord files (offset and length per record, for DALI and PyTorch).
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import errno
+import signal
+
 
 class ShardkitError(Exception):
     """Base class: a problem the user can act on, with a message that says how."""
@@ -38,6 +41,40 @@ class OutputError(ShardkitError):
     """The output folder is locked, holds a different build, or cannot be written."""
 
 
+# What to do about a failed write, by errno; the rest get the generic advice.
+_WRITE_ADVICE = {
+    errno.ENOSPC: "free space",
+    errno.EDQUOT: "free space or raise the quota",
+    errno.EROFS: "make the folder writable",
+    errno.EACCES: "fix the permissions",
+    errno.EPERM: "fix the permissions",
+    errno.EIO: "check the disk",
+}
+
+
+class WriteError(OutputError):
+    """Writing a file failed: a full disk, a quota, a read-only or vanished folder. ``kept`` says
+    what finished work survives (``"6 of 40 shards finished and kept"``), once the build knows."""
+
+    def __init__(self, path: str, reason: str, code: int | None = None, kept: str | None = None) -> None:
+        self.path = path
+        self.reason = reason
+        self.code = code
+        self.kept = kept
+        message = f"{reason} writing {path}"
+        if kept is not None:
+            message += f": {kept}; {_WRITE_ADVICE.get(code or 0, 'fix the cause')} and rerun the same command to resume"
+        super().__init__(message)
+
+    @classmethod
+    def from_os_error(cls, path: str, exc: OSError) -> WriteError:
+        reason = exc.strerror or str(exc)
+        return cls(path, reason[:1].lower() + reason[1:], exc.errno)
+
+    def __reduce__(self) -> tuple[type, tuple[str, str, int | None, str | None]]:
+        return (type(self), (self.path, self.reason, self.code, self.kept))
+
+
 class CorruptShardError(ShardkitError):
     """A TFRecord file fails its framing or CRC checks."""
 
@@ -57,3 +94,22 @@ class CorruptShardError(ShardkitError):
 
 class WorkerError(ShardkitError):
     """A worker process failed in a way that is not an input problem."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM stopped the work; what finished is kept, and the message says how much.
+
+    A ``KeyboardInterrupt``, so that code which stops on Ctrl-C stops on it too. ``signum`` is
+    the signal (the CLI exits with 128 + signum: 130 for SIGINT, 143 for SIGTERM).
+    """
+
+    def __init__(self, message: str = "interrupted", signum: int = signal.SIGINT) -> None:
+        self.signum = signum
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[type, tuple[str, int]]:
+        return (type(self), (str(self), self.signum))
+
+
+class ShardkitWarning(UserWarning):
+    """Something the user should know before a long run, e.g. that the output may not fit on the disk."""

@@ -30,19 +30,22 @@ PUBLIC = {
 
 # Who may import whom: a layer imports itself and the layers below it, never one beside or above.
 # cli -> api (and the public paths) -> pipeline | check | read -> formats -> storage -> errors, version
+LEAVES = {"errors", "interrupts", "version"}  # import nothing of shardkit but errors
 LAYERS = {
     "errors": set(),
     "version": set(),
+    "interrupts": {"errors"},
     "demo": set(),
-    "storage": {"errors", "version"},
-    "formats": {"storage", "errors", "version"},
-    "pipeline": {"formats", "storage", "errors", "version"},
-    "check": {"formats", "storage", "errors", "version"},
-    "read": {"formats", "storage", "errors", "version"},
-    "api": {"pipeline", "check", "read", "formats", "storage", "errors", "version"},
-    "public": {"pipeline", "check", "read", "formats", "storage", "errors", "version"},  # shardkit.tfdata, .reader, .executors
+    "storage": LEAVES,
+    "formats": {"storage"} | LEAVES,
+    "pipeline": {"formats", "storage"} | LEAVES,
+    "check": {"formats", "storage"} | LEAVES,
+    "read": {"formats", "storage"} | LEAVES,
+    "api": {"pipeline", "check", "read", "formats", "storage"} | LEAVES,
+    "public": {"pipeline", "check", "read", "formats", "storage"} | LEAVES,  # shardkit.tfdata, .reader, .executors
     "package": {"api", "version"},  # shardkit/__init__.py
-    "cli": {"api", "public", "package", "check", "errors", "version"},
+    "cli": {"api", "public", "package", "check", "cli_reporting"} | LEAVES,
+    "cli_reporting": LEAVES,
 }
 PUBLIC_PATHS = {"tfdata", "reader", "executors"}
 
@@ -116,7 +119,9 @@ def _root_imports(module: str) -> set[str]:
     source = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
     tree = ast.parse(source.read_text())
     found = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    found |= {"shardkit" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "shardkit"}
+    for node in ast.walk(tree):  # from shardkit import NAME: the root's own attribute, unless NAME is a submodule
+        if isinstance(node, ast.ImportFrom) and node.module == "shardkit":
+            found |= {"shardkit" for a in node.names if f"shardkit.{a.name}" not in MODULES}
     return found
 
 

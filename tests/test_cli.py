@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -98,3 +99,14 @@ def test_no_tensorflow_for_help_or_a_whole_build(seg_data: Path, tmp_path: Path)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().endswith("ok")
+
+
+def test_debug_shows_the_traceback_behind_an_error(tmp_path: Path) -> None:
+    args = ["build", str(tmp_path / "nope.txt"), "-o", str(tmp_path / "out")]
+    quiet = subprocess.run([sys.executable, "-m", "shardkit.cli", *args], capture_output=True, text=True)
+    assert (quiet.returncode, quiet.stderr) == (1, f"Error: {tmp_path / 'nope.txt'}: no such file or folder\n")
+    for debug, env in ((["--debug"], {}), ([], {"SHARDKIT_DEBUG": "1"})):
+        loud = subprocess.run([sys.executable, "-m", "shardkit.cli", *debug, *args], capture_output=True, text=True,
+                              env={**os.environ, **env})  # fmt: skip
+        assert loud.returncode == 1 and "Traceback (most recent call last)" in loud.stderr
+        assert loud.stderr.strip().endswith(f"shardkit.errors.ShardkitError: {tmp_path / 'nope.txt'}: no such file or folder")

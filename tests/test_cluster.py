@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -180,6 +181,42 @@ def test_dask_progress_per_record_and_a_failed_build_leaves_nothing_running(
             running = client.run(lambda: sorted(__import__("shardkit.pipeline.dask_executor").pipeline.dask_executor._dask_running))
         assert not any(running.values()), running
         assert not list((tmp_path / "bad").glob(".*incomplete*"))
+
+
+@pytest.mark.slow
+def test_sigterm_to_a_dask_build_cancels_waits_and_says_what_is_kept(data: Path, local: Path, tmp_path: Path) -> None:
+    from distributed import Client
+
+    from shardkit.executors import DaskExecutor
+
+    out = tmp_path / "out"
+    with dask_cluster(2) as (address, _):
+        command = [sys.executable, "-m", "shardkit.cli", "build", str(data), "-o", str(out), "-c", str(data / "config.yaml"),
+                   "--records-per-shard", "6", "--seed", "5", "--executor", "dask", "--scheduler", address]  # fmt: skip
+        proc = subprocess.Popen(command, env=ENV, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        records = out / ".shardkit" / "shards"
+        deadline = time.monotonic() + 120
+        while len(list(records.glob("*.json"))) < 3:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == 143 and "Traceback" not in stderr, stderr
+        kept = re.fullmatch(rf"interrupted: (\d+) of 25 shards finished and kept in {re.escape(str(out))}; run the same command to resume",
+                            stderr.strip().splitlines()[-1])  # fmt: skip
+        assert kept and int(kept.group(1)) == len(list(records.glob("*.json"))), stderr
+        with Client(address, timeout=60) as client:  # the cancelled build returned only once its running tasks ended
+            running = client.run(lambda: sorted(__import__("shardkit.pipeline.dask_executor").pipeline.dask_executor._dask_running))
+        assert not any(running.values()), running
+        assert not list(out.glob(".*incomplete*"))
+        shardkit.build([data], out, config=str(data / "config.yaml"), executor=DaskExecutor(address), **BUILD)
+    same_records(out, local)
+
+
+def DaskExecutorFor(address: str) -> Any:
+    from shardkit.executors import DaskExecutor
+
+    return DaskExecutor(address)
 
 
 def assert_tasks_reuse_heap(address: str) -> None:

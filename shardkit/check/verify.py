@@ -12,15 +12,17 @@ import dataclasses
 import io
 import multiprocessing as mp
 import os
+import signal
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from shardkit.check.inspection import sniff
-from shardkit.errors import ShardkitError
+from shardkit.errors import Interrupted, ShardkitError
 from shardkit.formats import tfrecord_scan
 from shardkit.formats.example_proto import DecodeError, decode_example
 from shardkit.formats.idx_sidecar import INDEX_SUFFIX, index_text
+from shardkit.interrupts import quiet_pool
 from shardkit.storage import layout
 from shardkit.storage.outputs import Output, expand, is_tfrecord_name
 
@@ -86,11 +88,15 @@ def verify(paths: Sequence[str], *, deep: bool = False, workers: int = 1, compre
         for output in targets.outputs:
             jobs.extend(_output_jobs(output, deep, compression, problems))
         jobs.extend(_Job(path, compression, deep) for path in targets.files)
-    if workers > 1 and len(jobs) > 1:
-        with mp.get_context().Pool(min(workers, len(jobs))) as pool:
-            reports = pool.map(_check, jobs, chunksize=1)
-    else:
-        reports = [_check(job) for job in jobs]
+    try:
+        if workers > 1 and len(jobs) > 1:
+            with quiet_pool(mp.get_context(), min(workers, len(jobs))) as pool:
+                reports = pool.map(_check, jobs, chunksize=1)
+        else:
+            reports = [_check(job) for job in jobs]
+    except KeyboardInterrupt as exc:  # the pool's workers are gone with the `with`; nothing was written
+        signum = getattr(exc, "signum", signal.SIGINT)
+        raise Interrupted(f"interrupted: verify stopped before it checked all {len(jobs)} files; it changes nothing", signum) from exc
     return VerifyReport(reports, problems, time.perf_counter() - started)
 
 

@@ -7,12 +7,17 @@ it while writing each shard; ``shardkit index`` makes it for existing (uncompres
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import glob
 import multiprocessing as mp
+import os
+import signal
 from collections.abc import Sequence
 
-from shardkit.errors import ShardkitError
+from shardkit.errors import Interrupted, ShardkitError
 from shardkit.formats import tfrecord_scan
+from shardkit.interrupts import quiet_pool
 from shardkit.storage import atomic
 
 INDEX_SUFFIX = ".idx"
@@ -60,7 +65,16 @@ def write_index(path: str, compression: str = "auto") -> IndexReport:
 
 def write_idx_files(paths: Sequence[str], workers: int = 1, compression: str = "auto") -> list[IndexReport]:
     """Write ``.idx`` beside every file, in parallel; a file that fails gets a report, not an exception."""
-    if workers > 1 and len(paths) > 1:
-        with mp.get_context().Pool(min(workers, len(paths))) as pool:
-            return pool.starmap(write_index, [(p, compression) for p in paths], chunksize=1)
-    return [write_index(p, compression) for p in paths]
+    try:
+        if workers > 1 and len(paths) > 1:
+            with quiet_pool(mp.get_context(), min(workers, len(paths))) as pool:
+                return pool.starmap(write_index, [(p, compression) for p in paths], chunksize=1)
+        return [write_index(p, compression) for p in paths]
+    except KeyboardInterrupt as exc:
+        for path in paths:  # a worker stopped inside its atomic write leaves the temp file
+            folder, name = os.path.split(path)
+            for temp in glob.glob(os.path.join(glob.escape(folder), f".{glob.escape(name + INDEX_SUFFIX)}{atomic.INCOMPLETE}*")):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(temp)
+        signum = getattr(exc, "signum", signal.SIGINT)
+        raise Interrupted("interrupted: every .idx file is written whole or not at all; run the same command to finish", signum) from exc

@@ -18,7 +18,7 @@ from typing import Any
 
 from shardkit.errors import EntryError, OutputError, ShardkitError
 from shardkit.formats import tfds_metadata
-from shardkit.pipeline import manifest, resume
+from shardkit.pipeline import manifest, preflight, resume, stopped
 from shardkit.pipeline.config import Config
 from shardkit.pipeline.entries import Entry, collect_classes, to_entries
 from shardkit.pipeline.inputs import fingerprint_of, resolve_config, rows_by_split
@@ -84,83 +84,92 @@ def build(
     uncompressed shard (byte offset and length per record, as DALI and the ``tfrecord`` package use).
     """
     started = time.perf_counter()
-    workers_given = workers is not None
-    workers = workers if workers is not None else default_workers()
-    _check_options(indexes, out, from_folder, records_per_shard, workers, compression, on_error)
-    if not 0 <= node_index < num_nodes:
-        raise ShardkitError(f"--node-index {node_index} is outside 0..{num_nodes - 1} (--num-nodes {num_nodes})")
-    if num_nodes > 1 and overwrite:
-        raise ShardkitError("--overwrite with --num-nodes would let one node delete the others' shards: clear OUT first")
-    out_dir = os.path.abspath(out)
+    reached = stopped.Progress(node=(node_index, num_nodes))
+    with stopped.reporting(reached):
+        workers_given = workers is not None
+        workers = workers if workers is not None else default_workers()
+        _check_options(indexes, out, from_folder, records_per_shard, workers, compression, on_error)
+        if not 0 <= node_index < num_nodes:
+            raise ShardkitError(f"--node-index {node_index} is outside 0..{num_nodes - 1} (--num-nodes {num_nodes})")
+        if num_nodes > 1 and overwrite:
+            raise ShardkitError("--overwrite with --num-nodes would let one node delete the others' shards: clear OUT first")
+        out_dir = os.path.abspath(out)
+        preflight.check_out_folder(out_dir)
+        reached.out_dir = out_dir
 
-    rows, inputs = rows_by_split(indexes, from_folder, split, ignore)
-    cfg = resolve_config(config, rows)
-    parse_errors: dict[str, list[EntryError]] = {name: [] for name in rows}
-    entries = {name: list(to_entries(split_rows, cfg, on_error, parse_errors[name])) for name, split_rows in rows.items()}
-    cfg = collect_classes(cfg, entries)
-    parameters = {"seed": seed, "compression": compression, "records_per_shard": records_per_shard, "split": split, "index": index}
-    fingerprint = fingerprint_of(cfg, parameters, inputs)
+        rows, inputs = rows_by_split(indexes, from_folder, split, ignore)
+        cfg = resolve_config(config, rows)
+        parse_errors: dict[str, list[EntryError]] = {name: [] for name in rows}
+        entries = {name: list(to_entries(split_rows, cfg, on_error, parse_errors[name])) for name, split_rows in rows.items()}
+        cfg = collect_classes(cfg, entries)
+        parameters = {"seed": seed, "compression": compression, "records_per_shard": records_per_shard, "split": split, "index": index}
+        fingerprint = fingerprint_of(cfg, parameters, inputs)
+        reached.fingerprint = fingerprint
 
-    os.makedirs(out_dir, exist_ok=True)
-    state_dir = layout.state_dir(out_dir)
-    with contextlib.ExitStack() as held:
-        held.enter_context(OutputLock(os.path.join(state_dir, "lock"), shared=num_nodes > 1))
-        if num_nodes > 1:
-            held.enter_context(OutputLock(os.path.join(state_dir, f"lock.node-{node_index}")))
-        state = resume.prepare_state(out_dir, fingerprint, cfg, parameters, inputs, overwrite, multi_node=num_nodes > 1)
-        if "splits" not in state:
-            # Under Dask this asks the scheduler for its worker threads: only when the default shard size needs them.
-            slots = workers if records_per_shard else _plan_slots(executor, workers, workers_given, num_nodes)
-            state["splits"] = {name: _split_plan(split_entries, records_per_shard, cfg, slots) for name, split_entries in entries.items()}
-            state["skipped"] = [
-                {"split": name, "source": e.source, "line": e.line, "reason": e.reason}
-                for name, errors in parse_errors.items()
-                for e in errors
-            ]
+        with atomic.naming(out_dir):
+            os.makedirs(out_dir, exist_ok=True)
+        state_dir = layout.state_dir(out_dir)
+        with contextlib.ExitStack() as held:
+            held.enter_context(OutputLock(os.path.join(state_dir, "lock"), shared=num_nodes > 1))
             if num_nodes > 1:
-                state["nodes"] = num_nodes
-            state = _publish_state(out_dir, state, num_nodes, fsync)
-        if num_nodes > 1 and state.get("nodes", num_nodes) != num_nodes:
-            raise OutputError(
-                f"{out_dir}: this build's plan is shared by {state['nodes']} nodes, not {num_nodes}: shares would overlap. "
-                f"Rerun with --num-nodes {state['nodes']} and this node's original --node-index (array reruns of some tasks "
-                "change SLURM_ARRAY_TASK_COUNT, so pass them explicitly)"
-            )
-        settings = BuildSettings(out_dir, cfg, seed, compression, on_error, fingerprint, fsync, index)
-        tasks = [
-            task
-            for name, split_entries in entries.items()
-            for task in plan_split(name, split_entries, state["splits"][name]["entries_per_shard"], settings)
-        ]
-        mine = tasks[node_index::num_nodes]  # a node's deterministic share of the one global plan
-        done = resume.finished_shards(out_dir, mine, fingerprint)
-        pending = [t for t in mine if t.name not in done]
-        executor = executor or (InlineExecutor() if workers == 1 else PoolExecutor(workers))
-        try:
-            fresh = _execute(executor, pending, mine, done, cfg, progress)
-        finally:
-            # Temp files of shards stopped mid-way. Ours alone: other nodes may be writing theirs.
-            for temp in layout.temp_files(out_dir, None if num_nodes == 1 else [t.name for t in mine]):
-                with contextlib.suppress(FileNotFoundError):  # a task still running elsewhere removed its own
-                    os.remove(temp)
-        missing: list[str] = []
-        if num_nodes == 1:
-            finished = {r.name: r for r in [*done.values(), *fresh]}
-        else:
-            finished, missing = resume.committed(out_dir, [t.name for t in tasks], fingerprint)
-        run = {"workers": workers, "on_error": on_error, "fsync": fsync, "ignore": list(ignore), "nodes": num_nodes}
-        doc = None if missing else _publish_outputs(out_dir, state, list(finished.values()), run, fsync)
-    return BuildResult(
-        out_dir=out_dir,
-        manifest=doc,
-        shards_built=len(fresh),
-        shards_reused=len(done),
-        records=doc["totals"]["records"] if doc else sum(r.records for r in finished.values()),
-        records_built=sum(r.records for r in fresh),
-        skipped=doc["errors"]["skipped"] if doc else 0,
-        seconds=time.perf_counter() - started,
-        shards_missing=len(missing),
-    )
+                held.enter_context(OutputLock(os.path.join(state_dir, f"lock.node-{node_index}")))
+            state = resume.prepare_state(out_dir, fingerprint, cfg, parameters, inputs, overwrite, multi_node=num_nodes > 1)
+            if "splits" not in state:
+                # Under Dask this asks the scheduler for its worker threads: only when the default shard size needs them.
+                slots = workers if records_per_shard else _plan_slots(executor, workers, workers_given, num_nodes)
+                state["splits"] = {name: _split_plan(group, records_per_shard, cfg, slots) for name, group in entries.items()}
+                state["skipped"] = [
+                    {"split": name, "source": e.source, "line": e.line, "reason": e.reason}
+                    for name, errors in parse_errors.items()
+                    for e in errors
+                ]
+                if num_nodes > 1:
+                    state["nodes"] = num_nodes
+                state = _publish_state(out_dir, state, num_nodes, fsync)
+            if num_nodes > 1 and state.get("nodes", num_nodes) != num_nodes:
+                raise OutputError(
+                    f"{out_dir}: this build's plan is shared by {state['nodes']} nodes, not {num_nodes}: shares would overlap. "
+                    f"Rerun with --num-nodes {state['nodes']} and this node's original --node-index (array reruns of some tasks "
+                    "change SLURM_ARRAY_TASK_COUNT, so pass them explicitly)"
+                )
+            settings = BuildSettings(out_dir, cfg, seed, compression, on_error, fingerprint, fsync, index)
+            tasks = [
+                task
+                for name, split_entries in entries.items()
+                for task in plan_split(name, split_entries, state["splits"][name]["entries_per_shard"], settings)
+            ]
+            mine = tasks[node_index::num_nodes]  # a node's deterministic share of the one global plan
+            reached.names = [t.name for t in mine]
+            done = resume.finished_shards(out_dir, mine, fingerprint)
+            pending = [t for t in mine if t.name not in done]
+            splits = {t.split for t in pending}
+            preflight.warn_if_short_of_space(out_dir, pending, {n: _bytes_per_entry(entries[n], cfg) for n in splits})
+            executor = executor or (InlineExecutor() if workers == 1 else PoolExecutor(workers))
+            try:
+                fresh = _execute(executor, pending, mine, done, cfg, progress)
+            finally:
+                # Temp files of shards stopped mid-way. Ours alone: other nodes may be writing theirs.
+                for temp in layout.temp_files(out_dir, None if num_nodes == 1 else [t.name for t in mine]):
+                    with contextlib.suppress(FileNotFoundError):  # a task still running elsewhere removed its own
+                        os.remove(temp)
+            missing: list[str] = []
+            if num_nodes == 1:
+                finished = {r.name: r for r in [*done.values(), *fresh]}
+            else:
+                finished, missing = resume.committed(out_dir, [t.name for t in tasks], fingerprint)
+            run = {"workers": workers, "on_error": on_error, "fsync": fsync, "ignore": list(ignore), "nodes": num_nodes}
+            doc = None if missing else _publish_outputs(out_dir, state, list(finished.values()), run, fsync)
+        return BuildResult(
+            out_dir=out_dir,
+            manifest=doc,
+            shards_built=len(fresh),
+            shards_reused=len(done),
+            records=doc["totals"]["records"] if doc else sum(r.records for r in finished.values()),
+            records_built=sum(r.records for r in fresh),
+            skipped=doc["errors"]["skipped"] if doc else 0,
+            seconds=time.perf_counter() - started,
+            shards_missing=len(missing),
+        )
 
 
 def finalize(out: str | Path, fsync: bool = True) -> BuildResult:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from shardkit.errors import WorkerError
+from shardkit.interrupts import quiet_pool
 from shardkit.pipeline import worker_settings
 from shardkit.pipeline.tasks import ShardResult, ShardTask
 from shardkit.pipeline.worker import run_task
@@ -85,7 +86,7 @@ class PoolExecutor:
         if not tasks:
             return []
         progress_queue = self.context.Queue()
-        pool = self.context.Pool(min(self.workers, len(tasks)), initializer=_init_worker, initargs=(progress_queue, _augments(tasks)))
+        pool = quiet_pool(self.context, min(self.workers, len(tasks)), _init_worker, (progress_queue, _augments(tasks)))
         try:
             pending = pool.starmap_async(_run_in_pool, [(t,) for t in tasks], chunksize=1)
             workers = _worker_pids(pool)

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from shardkit.errors import EntryError, OutputError
+from shardkit.errors import EntryError, OutputError, WriteError
 from shardkit.formats import image_codec
 from shardkit.formats.example_proto import FeatureValue, encode_example
 from shardkit.formats.idx_sidecar import INDEX_SUFFIX, index_text
@@ -200,7 +200,7 @@ def run_task(task: ShardTask, progress: Progress | None = None, tick_every: floa
     pending = 0
     last_tick = time.monotonic()
     try:
-        with open(temp, "wb") as raw:
+        with _ShardFile(temp, final) as raw:
             sink: Any = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) if settings.compression == "gzip" else raw
             writer = RecordWriter(sink)
             for entry in task.entries:
@@ -221,13 +221,14 @@ def run_task(task: ShardTask, progress: Progress | None = None, tick_every: floa
                 sink.close()
             raw.flush()
             if settings.fsync:
-                atomic.flush_to_disk(raw.fileno())
+                raw.sync()
         if settings.compression == "gzip":
             size, crc = os.path.getsize(temp), file_crc32c(temp)
         else:
             size, crc = writer.bytes_written, writer.crc32c
         _check_still_ours(task)
-        os.replace(temp, final)
+        with atomic.naming(final):
+            os.replace(temp, final)
         index_name = None
         if settings.index and settings.compression is None:
             # Beside the shard, before its record: the record is the commit point for both.
@@ -257,6 +258,41 @@ def run_task(task: ShardTask, progress: Progress | None = None, tick_every: floa
     )
     layout.write_shard_record(settings.out_dir, result.to_dict(), settings.fsync)
     return result
+
+
+class _ShardFile:
+    """A shard's temp file, as the record writer (and gzip) see it: every OS error writing it (a
+    full disk, a quota) is a ``WriteError`` naming the shard, while input errors stay entry errors."""
+
+    def __init__(self, temp: str, final: str) -> None:
+        self._final = final
+        with atomic.naming(final):
+            self._raw = open(temp, "wb")  # noqa: SIM115 (closed by __exit__, where a full disk can fail it too)
+
+    def write(self, data: bytes) -> int:
+        try:
+            return self._raw.write(data)
+        except OSError as exc:
+            raise WriteError.from_os_error(self._final, exc) from None
+
+    def flush(self) -> None:
+        with atomic.naming(self._final):
+            self._raw.flush()
+
+    def sync(self) -> None:
+        with atomic.naming(self._final):
+            atomic.flush_to_disk(self._raw.fileno())
+
+    def __enter__(self) -> _ShardFile:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        if kind is None:
+            with atomic.naming(self._final):
+                self._raw.close()
+        else:  # already failing: closing flushes what is buffered, which may fail again and hide why
+            with contextlib.suppress(OSError):
+                self._raw.close()
 
 
 def _check_still_ours(task: ShardTask) -> None:

@@ -17,7 +17,10 @@ Safety rules:
   ``compression="GZIP"`` the reader must pass ``compression="GZIP"`` to ``load`` too (TensorFlow
   does not detect it, and fails with a DataLossError);
 * a preprocess function with a stateful random op is refused: a materialized random
-  augmentation is frozen forever (the snapshot-before-shuffle pitfall).
+  augmentation is frozen forever (the snapshot-before-shuffle pitfall);
+* TensorFlow runs in a child process (``read.snapshot_save``): a save is one blocking call that
+  would see Ctrl-C only at its end, while the parent can stop the child at once, remove the temp
+  folder and say that nothing was published.
 """
 
 from __future__ import annotations
@@ -25,29 +28,27 @@ from __future__ import annotations
 import dataclasses
 import glob
 import hashlib
-import importlib
 import importlib.util
-import inspect
 import json
+import multiprocessing as mp
 import os
 import shutil
+import signal
 import sys
 import time
+import tokenize
 import uuid
-from collections.abc import Callable
 from typing import Any
 
-from shardkit.errors import ShardkitError
-from shardkit.read.tfdata import load, read_manifest
+from shardkit.errors import Interrupted, ShardkitError
+from shardkit.interrupts import held
+from shardkit.read import snapshot_save
+from shardkit.read.tfdata import read_manifest
 from shardkit.storage import atomic
 from shardkit.version import __version__
 
 METADATA = "shardkit-snapshot.json"
 DEFAULT_NUM_SHARDS = 64  # a 16-core reader interleaves many files; the saving host's core count is irrelevant
-
-# Op types that draw from hidden state: their output differs run to run.
-_STATELESS_PREFIXES = ("StatelessRandom", "StatelessTruncatedNormal", "StatelessMultinomial", "StatelessParameterized")
-_RANDOM_OPS = {"TruncatedNormal", "Multinomial", "ParameterizedTruncatedNormal", "RngReadAndSkip", "RngSkip", "RandomShuffle"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,57 +61,30 @@ class SnapshotResult:
     metadata: dict[str, Any]
 
 
-def resolve_preprocess(spec: str) -> tuple[Callable[..., Any], str, str]:
-    """``module:function`` or ``path/to/file.py:function`` -> (function, identity, sha256 of its module's source)."""
+def preprocess_identity(spec: str) -> tuple[str, str]:
+    """``module:function`` or ``path/to/file.py:function`` -> (identity, sha256 of its module's source).
+
+    Read from the source file, not by importing it: a preprocess module imports TensorFlow, which
+    belongs in the child that saves, and a rerun that finds the snapshot up to date needs none.
+    """
     module_name, sep, function_name = spec.rpartition(":")
     if not sep or not module_name or not function_name:
         raise ShardkitError(f"--preprocess {spec!r}: expected MODULE:FUNCTION or FILE.py:FUNCTION")
-    try:
-        if module_name.endswith(".py"):
-            if not os.path.isfile(module_name):
-                raise ShardkitError(f"--preprocess {spec!r}: no such file {module_name}")
-            name = "shardkit_preprocess_" + hashlib.sha256(os.path.abspath(module_name).encode()).hexdigest()[:12]
-            loader_spec = importlib.util.spec_from_file_location(name, module_name)
-            if loader_spec is None or loader_spec.loader is None:
-                raise ShardkitError(f"--preprocess {spec!r}: cannot load {module_name}")
-            module = importlib.util.module_from_spec(loader_spec)
-            sys.modules[name] = module
-            loader_spec.loader.exec_module(module)
-        else:
-            module = importlib.import_module(module_name)
-    except ShardkitError:
-        raise
-    except Exception as exc:
-        raise ShardkitError(f"--preprocess {spec!r}: importing {module_name} failed: {type(exc).__name__}: {exc}") from None
-    function = getattr(module, function_name, None)
-    if not callable(function):
-        raise ShardkitError(f"--preprocess {spec!r}: {module_name} has no function {function_name!r}")
-    try:
-        source = inspect.getsource(module)
-    except (OSError, TypeError):
-        source = inspect.getsource(function)
-    return (
-        function,
-        f"{os.path.basename(module_name) if module_name.endswith('.py') else module_name}:{function_name}",
-        (hashlib.sha256(source.encode()).hexdigest()),
-    )
-
-
-def random_ops(preprocess: Callable[..., Any], element_spec: Any) -> list[str]:
-    """Stateful random op types in the traced preprocess graph, including nested functions."""
-    import tensorflow as tf
-
-    concrete = tf.function(preprocess, autograph=True).get_concrete_function(element_spec)
-    graph_def = concrete.graph.as_graph_def()
-    nodes = list(graph_def.node) + [n for f in graph_def.library.function for n in f.node_def]
-    found = set()
-    for node in nodes:
-        op = node.op
-        if op.startswith(_STATELESS_PREFIXES):
-            continue
-        if op in _RANDOM_OPS or op.startswith("Random") or (op.startswith("Stateful") and "Call" not in op):
-            found.add(op)
-    return sorted(found)
+    if module_name.endswith(".py"):
+        if not os.path.isfile(module_name):
+            raise ShardkitError(f"--preprocess {spec!r}: no such file {module_name}")
+        path, identity = module_name, f"{os.path.basename(module_name)}:{function_name}"
+    else:
+        try:
+            found = importlib.util.find_spec(module_name)
+        except (ImportError, ValueError) as exc:
+            raise ShardkitError(f"--preprocess {spec!r}: cannot find {module_name}: {exc}") from None
+        if found is None or not found.origin or not os.path.isfile(found.origin):
+            raise ShardkitError(f"--preprocess {spec!r}: no module {module_name} with a source file on the Python path")
+        path, identity = found.origin, spec
+    with tokenize.open(path) as f:  # as inspect.getsource reads it: the same hash as before this change
+        source = f.read()
+    return identity, hashlib.sha256(source.encode()).hexdigest()
 
 
 def source_fingerprint(manifest: dict[str, Any], split: str) -> str:
@@ -139,7 +113,7 @@ def materialize_snapshot(
     if split not in manifest["splits"]:
         raise ShardkitError(f"{src}: no split {split!r} (splits: {', '.join(manifest['splits'])})")
     expected = manifest["splits"][split]["records"]
-    function, identity, code_hash = resolve_preprocess(preprocess)
+    identity, code_hash = preprocess_identity(preprocess)
     wanted = {"source": os.path.abspath(src), "source_fingerprint": source_fingerprint(manifest, split), "split": split,
               "preprocess": identity, "preprocess_sha256": code_hash, "compression": compression or "NONE"}  # fmt: skip
 
@@ -150,26 +124,14 @@ def materialize_snapshot(
     if os.path.exists(snap) and not overwrite:
         raise ShardkitError(f"{snap}: {_why_stale(existing, wanted)}; use --overwrite to rebuild it, or another path")
 
-    import tensorflow as tf
-
     for stale in glob.glob(glob.escape(snap) + ".incomplete-*"):
         shutil.rmtree(stale, ignore_errors=True)  # left by a killed run: never published, safe to drop
-    source = load(src, split, decode_images=True, deterministic=True)
-    bad = random_ops(function, source.element_spec)
-    if bad:
-        raise ShardkitError(
-            f"--preprocess {identity} uses random ops ({', '.join(bad)}): a materialized random augmentation is the same "
-            "in every epoch and every run. Materialize only the deterministic part, and apply random augmentation "
-            "after Dataset.load (and after shuffle)."
-        )
-    dataset = source.map(function, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     temp = f"{snap}.incomplete-{uuid.uuid4().hex[:8]}"
+    request = snapshot_save.SaveRequest(os.path.abspath(src), split, preprocess, temp, compression, num_shards, dispatcher)
+    show = sys.stderr.isatty() if progress is None else progress
     try:
-        if dispatcher:
-            _distributed_save(dataset, temp, dispatcher, compression)
-        else:
-            _save(dataset, temp, compression, num_shards, expected, progress)
-        count = _count(temp, dataset.element_spec, compression)
+        facts = _save_in_child(request, expected, show)
+        count = facts["records"]
         if count != expected:
             raise ShardkitError(f"{snap}: the save wrote {count} elements but {src} has {expected} {split} records; nothing was published")
         size = sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(temp) for f in files)
@@ -178,8 +140,8 @@ def materialize_snapshot(
             "format": "shardkit.snapshot",
             "version": 1,
             "shardkit_version": __version__,
-            "tensorflow_version": tf.__version__,
-            "element_spec": repr(dataset.element_spec),
+            "tensorflow_version": facts["tensorflow_version"],
+            "element_spec": facts["element_spec"],
             "records": count,
             "bytes": size,
             "num_shards": None if dispatcher else num_shards,
@@ -189,10 +151,51 @@ def materialize_snapshot(
         }
         atomic.write_json(os.path.join(temp, METADATA), metadata)
         _publish(temp, snap)
+    except KeyboardInterrupt as exc:
+        signum = getattr(exc, "signum", signal.SIGINT)
+        raise Interrupted(f"interrupted: nothing was published at {snap}; run the same command to start again", signum) from exc
     finally:
         if os.path.exists(temp):
             shutil.rmtree(temp, ignore_errors=True)
     return SnapshotResult(snap, count, size, time.perf_counter() - started, False, metadata)
+
+
+def _save_in_child(request: snapshot_save.SaveRequest, expected: int, show: bool) -> dict[str, Any]:
+    """Run the TensorFlow save in a child process, drawing its progress; stop it on an interrupt."""
+    from tqdm import tqdm
+
+    context = mp.get_context("spawn")  # a fresh interpreter: no threads or TensorFlow state forked over
+    counter = context.Value("q", 0) if show else None
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=snapshot_save.run, args=(request, counter, send), name="shardkit-snapshot")
+    with held():  # the child starts with Ctrl-C held, until it has chosen to leave it to us
+        child.start()
+    send.close()
+    try:
+        with tqdm(total=expected, unit="rec", disable=not show, dynamic_ncols=True) as bar:
+            while not receive.poll(0.2):
+                if counter is not None:
+                    bar.update(counter.value - bar.n)
+                if not child.is_alive() and not receive.poll(0):
+                    raise ShardkitError(
+                        f"the process saving the snapshot ended without an answer (exit code {child.exitcode}), most often "
+                        "killed for using too much memory (see `dmesg`); nothing was published: rerun to start again"
+                    )
+            kind, value = receive.recv()
+            if counter is not None:
+                bar.update(counter.value - bar.n)
+    finally:
+        if child.is_alive():
+            child.terminate()
+            child.join(5)
+            if child.is_alive():
+                child.kill()
+        child.join()
+        receive.close()
+    if kind == "error":
+        raise ShardkitError(value)
+    result: dict[str, Any] = value
+    return result
 
 
 def _existing(snap: str) -> dict[str, Any] | None:
@@ -212,50 +215,6 @@ def _why_stale(existing: dict[str, Any] | None, wanted: dict[str, Any]) -> str:
     if existing.get("preprocess") != wanted["preprocess"] or existing.get("preprocess_sha256") != wanted["preprocess_sha256"]:
         return f"is stale: the preprocess code changed ({existing.get('preprocess')} was materialized)"
     return f"was saved with compression {existing.get('compression')}, not {wanted['compression']}"
-
-
-def _save(dataset: Any, path: str, compression: str | None, num_shards: int, expected: int, progress: bool | None) -> None:
-    import tensorflow as tf
-    from tqdm import tqdm
-
-    show = sys.stderr.isatty() if progress is None else progress
-    with tqdm(total=expected, unit="rec", disable=not show, dynamic_ncols=True) as bar:
-
-        def tick() -> int:
-            bar.update(1)
-            return 0
-
-        def counted(*element: Any) -> Any:
-            done = tf.py_function(tick, [], tf.int32)
-            with tf.control_dependencies([done]):
-                element = tf.nest.map_structure(tf.identity, element)
-            return element[0] if len(element) == 1 else element
-
-        def shard_of(*element: Any) -> Any:
-            # Spread elements over files by content hash: any element structure, no state needed.
-            parts = [tf.io.serialize_tensor(t) for t in tf.nest.flatten(element)]
-            return tf.strings.to_hash_bucket_fast(tf.strings.reduce_join(tf.stack(parts)), num_shards)
-
-        watched = dataset.map(counted) if show else dataset
-        watched.save(path, compression=compression, shard_func=shard_of)
-
-
-def _distributed_save(dataset: Any, path: str, dispatcher: str, compression: str | None) -> None:
-    import tensorflow as tf
-
-    address = dispatcher.removeprefix("grpc://")
-    tf.data.experimental.distributed_save(dataset, path, address, compression=compression or "")
-    tf.data.Dataset.load(path, wait=True).cardinality()  # blocks until every worker has finished
-
-
-def _count(path: str, element_spec: Any, compression: str | None) -> int:
-    import tensorflow as tf
-
-    loaded = tf.data.Dataset.load(path, element_spec=element_spec, compression=compression)
-    known = int(loaded.cardinality().numpy())
-    if known >= 0:
-        return known
-    return int(loaded.reduce(0, lambda n, _: n + 1).numpy())
 
 
 def _publish(temp: str, snap: str) -> None:

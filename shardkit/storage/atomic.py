@@ -8,13 +8,15 @@ idx and TFDS metadata writers and snapshot-materialize, goes through here.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
-from shardkit.errors import OutputError
+from shardkit.errors import OutputError, WriteError
 
 INCOMPLETE = ".incomplete-"  # in every temp name, so a sweep finds what an interrupted writer left
 
@@ -41,22 +43,33 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
+@contextlib.contextmanager
+def naming(path: str) -> Iterator[None]:
+    """OS errors while writing ``path`` (a full disk, a quota, a read-only folder) become one
+    ``WriteError`` that names ``path``, the file the user knows, not a temp file."""
+    try:
+        yield
+    except OSError as exc:
+        raise WriteError.from_os_error(path, exc) from None
+
+
 def write_atomic(path: str, data: bytes, durable: bool = True) -> None:
     """Write to a temporary name beside ``path``, fsync (when ``durable``), rename over it."""
     folder = os.path.dirname(path) or "."
-    os.makedirs(folder, exist_ok=True)
     temp = os.path.join(folder, f".{os.path.basename(path)}{INCOMPLETE}{uuid.uuid4().hex[:8]}")
-    try:
-        with open(temp, "wb") as f:
-            f.write(data)
-            f.flush()
-            if durable:
-                flush_to_disk(f.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        if os.path.exists(temp):
-            os.remove(temp)
-        raise
+    with naming(path):
+        os.makedirs(folder, exist_ok=True)
+        try:
+            with open(temp, "wb") as f:
+                f.write(data)
+                f.flush()
+                if durable:
+                    flush_to_disk(f.fileno())
+            os.replace(temp, path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(temp)
+            raise
     if durable:
         fsync_dir(folder)
 
@@ -71,12 +84,18 @@ def create_json_once(path: str, obj: Any) -> bool:
     fails if the name exists, so exactly one plan is published and nobody sees half of one.
     """
     folder = os.path.dirname(path) or "."
-    os.makedirs(folder, exist_ok=True)
     temp = os.path.join(folder, f".{os.path.basename(path)}{INCOMPLETE}{uuid.uuid4().hex[:8]}")
-    with open(temp, "wb") as f:
-        f.write((json.dumps(obj, indent=2) + "\n").encode())
-        f.flush()
-        flush_to_disk(f.fileno())
+    with naming(path):
+        os.makedirs(folder, exist_ok=True)
+        try:
+            with open(temp, "wb") as f:
+                f.write((json.dumps(obj, indent=2) + "\n").encode())
+                f.flush()
+                flush_to_disk(f.fileno())
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(temp)
+            raise
     try:
         os.link(temp, path)
         return True

@@ -1,0 +1,82 @@
+"""How shardkit's processes meet Ctrl-C and SIGTERM: the parent stops the work, workers stay quiet.
+
+Ctrl-C in a terminal sends SIGINT to the whole foreground process group, and SLURM pre-emption
+sends SIGTERM to every process of a job step: each worker would print its own traceback. So
+pool workers ignore SIGINT and end silently on SIGTERM, and only the parent decides: it stops
+the pool (``Pool.terminate`` sends SIGTERM), removes temp files and says what was kept. The CLI
+makes SIGTERM to the ``shardkit`` process raise like Ctrl-C does, so both take that one path;
+the library itself installs no signal handler.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from multiprocessing.context import BaseContext
+from multiprocessing.pool import Pool
+from types import FrameType
+from typing import Any
+
+from shardkit.errors import Interrupted
+
+_STOP = {signal.SIGINT, signal.SIGTERM}
+
+
+@contextlib.contextmanager
+def held() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM in this thread while worker processes start: they inherit the mask,
+    so none sees a signal before it has chosen to ignore it. One that arrives meanwhile is
+    delivered when the block ends."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def quiet_worker() -> None:
+    """In a worker process: leave Ctrl-C to the parent, and end without a traceback on SIGTERM."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP)
+
+
+def quiet_pool(
+    context: BaseContext, processes: int, initializer: Callable[..., None] | None = None, initargs: tuple[Any, ...] = ()
+) -> Pool:
+    """A ``multiprocessing`` pool whose workers are quiet (``quiet_worker``) before anything else runs."""
+    with held():
+        pool: Pool = context.Pool(processes, initializer=_start_quiet, initargs=(initializer, initargs))  # type: ignore[attr-defined]
+    return pool
+
+
+def _start_quiet(initializer: Callable[..., None] | None, initargs: tuple[Any, ...]) -> None:
+    quiet_worker()
+    if initializer is not None:
+        initializer(*initargs)
+
+
+@contextlib.contextmanager
+def sigterm_raises() -> Iterator[None]:
+    """While a command runs, SIGTERM raises ``Interrupted`` in the main thread as Ctrl-C raises
+    ``KeyboardInterrupt``, so a build stops the same way for ``docker stop``, ``timeout`` or a
+    pre-empted batch job as for Ctrl-C. Elsewhere than the main thread, nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        raise Interrupted("interrupted", signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def exit_status(exc: BaseException) -> int:
+    """The shell's convention for a process ended by a signal: 128 + the signal's number."""
+    return 128 + getattr(exc, "signum", signal.SIGINT)

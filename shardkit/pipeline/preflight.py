@@ -1,0 +1,59 @@
+"""Checks on the output folder before any work: one clear line, not a failure hours in.
+
+OUT must be a folder this process can write (not a file, not on a read-only filesystem, not
+denied), and the build should fit on its disk. The size estimate is rough (input file sizes
+times records per entry), so a build that may not fit is warned about, never refused.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import warnings
+from collections.abc import Mapping, Sequence
+
+from shardkit.errors import OutputError, ShardkitWarning
+from shardkit.pipeline.tasks import ShardTask
+
+
+def check_out_folder(out_dir: str) -> None:
+    """OUT is a folder this process can write into, or one it can create; nothing is created yet."""
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise OutputError(f"{out_dir}: is a file, not a folder; give -o a folder (it is created if missing)")
+    existing = out_dir
+    while not os.path.exists(existing):  # the nearest folder that exists is where OUT would be created
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise OutputError(f"{out_dir}: cannot create the output folder ({existing} is a file); choose another -o")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        why = "read-only file system" if _read_only(existing) else "permission denied"
+        if existing == out_dir:
+            raise OutputError(f"{out_dir}: cannot write into the output folder ({why}); choose another -o, or make it writable")
+        raise OutputError(f"{out_dir}: cannot create the output folder in {existing} ({why}); choose another -o")
+
+
+def warn_if_short_of_space(out_dir: str, pending: Sequence[ShardTask], bytes_per_entry: Mapping[str, float]) -> None:
+    """Warn when the shards still to build look bigger than the free space on OUT's filesystem."""
+    need = sum(len(task.entries) * bytes_per_entry[task.split] for task in pending)
+    free = shutil.disk_usage(out_dir).free
+    if need > free:
+        warnings.warn(
+            f"{out_dir}: the shards still to build need about {_size(need)} and its disk has {_size(free)} free; "
+            "the build may run out of space (finished shards are kept: free space and rerun to resume)",
+            ShardkitWarning,
+            stacklevel=3,
+        )
+
+
+def _read_only(path: str) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def _size(n: float) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n:.0f} bytes"

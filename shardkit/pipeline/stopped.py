@@ -1,0 +1,54 @@
+"""What a build that stopped early tells the user: what is kept, and how to resume.
+
+Ctrl-C, SIGTERM and a failed write (a full disk, a quota, a folder gone read-only) all end the
+same way: the executor has stopped its workers, the temp files are gone, every committed shard
+stays, and one line says how many and what to do. ``reporting`` wraps a build and turns the
+exception it ends with into that line, from what the build had learned by then (``Progress``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import signal
+from collections.abc import Iterator
+
+from shardkit.errors import Interrupted, WriteError
+from shardkit.pipeline import resume
+
+
+@dataclasses.dataclass
+class Progress:
+    """How far a build got, filled in as it learns it."""
+
+    out_dir: str | None = None
+    fingerprint: str | None = None
+    names: list[str] | None = None  # the shards this run (this node) builds, once planned
+    node: tuple[int, int] = (0, 1)  # (index, count) under --num-nodes
+
+    def kept(self) -> str | None:
+        """``6 of 40 shards finished and kept``, or None before the plan is known."""
+        if self.out_dir is None or self.fingerprint is None or self.names is None:
+            return None
+        finished, _ = resume.committed(self.out_dir, self.names, self.fingerprint)
+        index, count = self.node
+        whose = f"node {index} of {count}: " if count > 1 else ""
+        return f"{whose}{len(finished)} of {len(self.names)} shards finished and kept"
+
+
+@contextlib.contextmanager
+def reporting(progress: Progress) -> Iterator[None]:
+    """Re-raise an interrupt or a failed write with what the build keeps and how to resume."""
+    try:
+        yield
+    except KeyboardInterrupt as exc:
+        signum = getattr(exc, "signum", signal.SIGINT)
+        kept = progress.kept()
+        if kept is None:
+            raise Interrupted("interrupted while reading the inputs: no shard was written", signum) from exc
+        raise Interrupted(f"interrupted: {kept} in {progress.out_dir}; run the same command to resume", signum) from exc
+    except WriteError as exc:
+        kept = progress.kept()
+        if kept is None or exc.kept is not None:
+            raise
+        raise WriteError(exc.path, exc.reason, exc.code, kept) from exc
