@@ -8,6 +8,7 @@ import pytest
 # Quiet TensorFlow's C++ start-up chatter in test output (tests only; the library never sets env vars).
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import shardkit
 from shardkit import demo
 
 
@@ -30,3 +31,32 @@ def seg_copy(seg_data: Path, tmp_path: Path) -> Path:
     dst = tmp_path / "data"
     shutil.copytree(seg_data, dst)
     return dst
+
+
+AUGMENTED_CONFIG = """\
+features:
+  image: {kind: image, column: 0, encoding: jpeg, quality: 90}
+  mask: {kind: mask, column: 1}
+augment:
+  copies: 3
+  keep_original: true
+  pipeline:
+    - {__class_fullname__: HorizontalFlip, p: 0.5}
+    - {__class_fullname__: RandomBrightnessContrast, p: 0.9}
+"""
+
+
+@pytest.fixture(scope="session")
+def augmented(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """160 train and 40 val entries of 160x120, four records each: a build long enough to stop mid-way."""
+    root = demo.make_segmentation(tmp_path_factory.mktemp("augmented"), train=160, val=40, width=160, height=120)
+    (root / "config.yaml").write_text(AUGMENTED_CONFIG)
+    return root
+
+
+@pytest.fixture(scope="session")
+def augmented_reference(augmented: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The uninterrupted build of ``augmented`` that stopped and resumed builds must equal: 25 shards of 8 entries."""
+    out = tmp_path_factory.mktemp("augmented-reference") / "out"
+    shardkit.build([augmented], out, config=str(augmented / "config.yaml"), records_per_shard=8, workers=2, seed=11, progress=False)
+    return out

@@ -161,3 +161,9 @@ def test_the_architecture_page_lists_every_module() -> None:
     packages = {"shardkit"} | {m for m in MODULES if (PACKAGE.joinpath(*m.split(".")[1:]) / "__init__.py").exists()}
     missing = sorted(m for m in MODULES - packages if f"`{m.removeprefix('shardkit.')}`" not in page)
     assert not missing, f"docs/architecture.md does not list {missing}"
+
+
+def test_the_package_re_exports_exactly_the_api() -> None:
+    import shardkit.api
+
+    assert set(shardkit.__all__) - {"__version__"} == set(shardkit.api.__all__)

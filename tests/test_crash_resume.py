@@ -13,34 +13,7 @@ from pathlib import Path
 import pytest
 
 import shardkit
-from shardkit import demo
 from tests.tfread import raw_records
-
-CONFIG = """\
-features:
-  image: {kind: image, column: 0, encoding: jpeg, quality: 90}
-  mask: {kind: mask, column: 1}
-augment:
-  copies: 3
-  keep_original: true
-  pipeline:
-    - {__class_fullname__: HorizontalFlip, p: 0.5}
-    - {__class_fullname__: RandomBrightnessContrast, p: 0.9}
-"""
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = demo.make_segmentation(tmp_path_factory.mktemp("crash"), train=160, val=40, width=160, height=120)
-    (root / "config.yaml").write_text(CONFIG)
-    return root
-
-
-@pytest.fixture(scope="module")
-def reference(data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("ref") / "out"
-    shardkit.build([data], out, config=str(data / "config.yaml"), records_per_shard=8, workers=2, seed=11, progress=False)
-    return out
 
 
 def _shard_records(out: Path) -> int:
@@ -67,9 +40,9 @@ def _wait_for_lock_free(out: Path, timeout: float = 30) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("moment", ["first-write", "some-shards", "most-shards"])
-def test_kill_9_then_resume_gives_identical_records(data: Path, reference: Path, tmp_path: Path, moment: str) -> None:
+def test_kill_9_then_resume_gives_identical_records(augmented: Path, augmented_reference: Path, tmp_path: Path, moment: str) -> None:
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "shardkit.cli", "build", str(data), "-o", str(out), "-c", str(data / "config.yaml"),
+    command = [sys.executable, "-m", "shardkit.cli", "build", str(augmented), "-o", str(out), "-c", str(augmented / "config.yaml"),
                "--records-per-shard", "8", "-w", "2", "--seed", "11", "-q"]  # fmt: skip
     proc = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     ready = {
@@ -88,15 +61,16 @@ def test_kill_9_then_resume_gives_identical_records(data: Path, reference: Path,
     assert not (out / "manifest.json").exists()
     committed = _shard_records(out)
 
-    result = shardkit.build([data], out, config=str(data / "config.yaml"), records_per_shard=8, workers=2, seed=11, progress=False)
+    config = str(augmented / "config.yaml")
+    result = shardkit.build([augmented], out, config=config, records_per_shard=8, workers=2, seed=11, progress=False)
     assert result.shards_reused >= committed - 1  # a shard renamed but not yet recorded is rebuilt
     assert result.shards_built + result.shards_reused == 25
     for split in ("train", "val"):
-        assert raw_records(str(out), split) == raw_records(str(reference), split)
+        assert raw_records(str(out), split) == raw_records(str(augmented_reference), split)
     assert (
         result.manifest["splits"]
         == shardkit.build(
-            [data], reference, config=str(data / "config.yaml"), records_per_shard=8, workers=2, seed=11, progress=False
+            [augmented], augmented_reference, config=str(augmented / "config.yaml"), records_per_shard=8, workers=2, seed=11, progress=False
         ).manifest["splits"]
     )
     assert not list(out.glob(".*incomplete*"))

@@ -21,34 +21,9 @@ import shardkit
 from shardkit import demo
 from tests.tfread import raw_records
 
-CONFIG = """\
-features:
-  image: {kind: image, column: 0, encoding: jpeg, quality: 90}
-  mask: {kind: mask, column: 1}
-augment:
-  copies: 3
-  keep_original: true
-  pipeline:
-    - {__class_fullname__: HorizontalFlip, p: 0.5}
-    - {__class_fullname__: RandomBrightnessContrast, p: 0.9}
-"""
 PLAN = ["--records-per-shard", "8", "-w", "2", "--seed", "11"]
 SHARDS = 25  # 160 train and 40 val entries, 8 per shard
 ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent), "TF_CPP_MIN_LOG_LEVEL": "3"}
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = demo.make_segmentation(tmp_path_factory.mktemp("interrupts"), train=160, val=40, width=160, height=120)
-    (root / "config.yaml").write_text(CONFIG)
-    return root
-
-
-@pytest.fixture(scope="module")
-def reference(data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("reference") / "out"
-    build_in_process(data, out)
-    return out
 
 
 def build_in_process(data: Path, out: Path, **options: object) -> shardkit.BuildResult:
@@ -156,32 +131,32 @@ def kept_line(out: Path) -> str:
     return rf"interrupted: (\d+) of {SHARDS} shards finished and kept in {re.escape(str(out))}; run the same command to resume"
 
 
-def assert_resumes_to_the_reference(data: Path, out: Path, reference: Path) -> None:
+def assert_resumes_to_the_reference(augmented: Path, out: Path, augmented_reference: Path) -> None:
     assert not list(out.glob(".*incomplete*"))
-    result = build_in_process(data, out)
+    result = build_in_process(augmented, out)
     assert result.shards_built + result.shards_reused == SHARDS
     for split in ("train", "val"):
-        assert raw_records(str(out), split) == raw_records(str(reference), split)
+        assert raw_records(str(out), split) == raw_records(str(augmented_reference), split)
     assert shardkit.verify([str(out)]).ok
 
 
 @pytest.mark.slow
-def test_ctrl_c_in_a_terminal_stops_the_build_with_one_line(data: Path, reference: Path, tmp_path: Path) -> None:
+def test_ctrl_c_in_a_terminal_stops_the_build_with_one_line(augmented: Path, augmented_reference: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    code, screen, processes = interrupt_in_terminal(build_command(data, out), tmp_path, lambda pid: shard_records(out) >= 3)
+    code, screen, processes = interrupt_in_terminal(build_command(augmented, out), tmp_path, lambda pid: shard_records(out) >= 3)
     assert code == 130, screen
     assert "Traceback" not in screen and "Aborted" not in screen
     kept = re.fullmatch(kept_line(out), interrupted_line(screen))
     assert kept, screen
     assert len(processes) >= 2 and not alive(processes)  # the pool's workers were running, and are gone
     assert int(kept.group(1)) == shard_records(out) >= 3
-    assert_resumes_to_the_reference(data, out, reference)
+    assert_resumes_to_the_reference(augmented, out, augmented_reference)
 
 
 @pytest.mark.slow
-def test_sigterm_stops_the_build_with_one_line(data: Path, reference: Path, tmp_path: Path) -> None:
+def test_sigterm_stops_the_build_with_one_line(augmented: Path, augmented_reference: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    proc = subprocess.Popen(build_command(data, out), env=ENV, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    proc = subprocess.Popen(build_command(augmented, out), env=ENV, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)  # fmt: skip
     wait_until(lambda: shard_records(out) >= 3, lambda: proc.poll() is None, "3 shards were committed")
     processes = descendants(proc.pid)
@@ -191,13 +166,13 @@ def test_sigterm_stops_the_build_with_one_line(data: Path, reference: Path, tmp_
     assert stdout == "" and "Traceback" not in stderr
     assert re.fullmatch(kept_line(out), stderr.strip().splitlines()[-1]), stderr
     assert len(processes) >= 2 and not alive(processes)
-    assert_resumes_to_the_reference(data, out, reference)
+    assert_resumes_to_the_reference(augmented, out, augmented_reference)
 
 
 @pytest.mark.slow
-def test_sigterm_to_a_batch_node(data: Path, reference: Path, tmp_path: Path) -> None:
+def test_sigterm_to_a_batch_node(augmented: Path, augmented_reference: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    node0 = subprocess.Popen(build_command(data, out, "--num-nodes", "2", "--node-index", "0"), env=ENV, start_new_session=True,
+    node0 = subprocess.Popen(build_command(augmented, out, "--num-nodes", "2", "--node-index", "0"), env=ENV, start_new_session=True,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     wait_until(lambda: shard_records(out) >= 2, lambda: node0.poll() is None, "2 shards were committed")
     node0.send_signal(signal.SIGTERM)
@@ -206,10 +181,10 @@ def test_sigterm_to_a_batch_node(data: Path, reference: Path, tmp_path: Path) ->
     line = stderr.strip().splitlines()[-1]
     assert re.fullmatch(r"interrupted: node 0 of 2: \d+ of 13 shards finished and kept in .*; run the same command to resume", line), line
     for node in ("0", "1"):  # the rerun resumes node 0's share; node 1 finds everything committed and writes the manifest
-        done = subprocess.run(build_command(data, out, "--num-nodes", "2", "--node-index", node, "-q"), env=ENV, capture_output=True)
+        done = subprocess.run(build_command(augmented, out, "--num-nodes", "2", "--node-index", node, "-q"), env=ENV, capture_output=True)
         assert done.returncode == 0, done.stderr
     for split in ("train", "val"):
-        assert raw_records(str(out), split) == raw_records(str(reference), split)
+        assert raw_records(str(out), split) == raw_records(str(augmented_reference), split)
     assert not list(out.glob(".*incomplete*"))
 
 
@@ -224,10 +199,11 @@ def slow(x):  # a costly deterministic step with a small result
 
 
 @pytest.mark.slow
-def test_ctrl_c_stops_snapshot_materialize_at_once(reference: Path, tmp_path: Path) -> None:
+def test_ctrl_c_stops_snapshot_materialize_at_once(augmented_reference: Path, tmp_path: Path) -> None:
     (tmp_path / "prep.py").write_text(PREPROCESS)
     snap = tmp_path / "snap"
-    argv = [sys.executable, "-m", "shardkit.cli", "snapshot-materialize", str(reference), "-o", str(snap), "--preprocess", "prep.py:slow"]
+    argv = [sys.executable, "-m", "shardkit.cli", "snapshot-materialize", str(augmented_reference), "-o", str(snap),
+            "--preprocess", "prep.py:slow"]  # fmt: skip
     started: list[float] = []
 
     def saving(pid: int) -> bool:
@@ -273,10 +249,10 @@ def small_disk(where: Path, size: str) -> Iterator[Path]:
 
 
 @pytest.mark.slow
-def test_a_full_disk_is_one_line_and_a_resume_after_freeing_space_completes(data: Path, reference: Path, tmp_path: Path) -> None:
+def test_a_full_disk_is_one_line_and_the_resume_completes(augmented: Path, augmented_reference: Path, tmp_path: Path) -> None:
     with small_disk(tmp_path / "disk", "2m") as disk:
         out = disk / "out"
-        done = subprocess.run(build_command(data, out), env=ENV, capture_output=True, text=True, timeout=300)
+        done = subprocess.run(build_command(augmented, out), env=ENV, capture_output=True, text=True, timeout=300)
         assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
         warning, error = done.stderr.strip().splitlines()
         assert re.fullmatch(rf"Warning: {re.escape(str(out))}: the shards still to build need about .* MB and its disk has .* free; "
@@ -285,27 +261,27 @@ def test_a_full_disk_is_one_line_and_a_resume_after_freeing_space_completes(data
                             "kept; free space and rerun the same command to resume", error), error  # fmt: skip
         assert not list(out.glob(".*incomplete*"))
         subprocess.run(["mount", "-o", "remount,size=64m", str(disk)], check=True)
-        assert_resumes_to_the_reference(data, out, reference)
+        assert_resumes_to_the_reference(augmented, out, augmented_reference)
 
 
-def test_an_output_folder_that_cannot_be_written_is_refused_before_any_work(data: Path, tmp_path: Path) -> None:
+def test_an_output_folder_that_cannot_be_written_is_refused_before_any_work(augmented: Path, tmp_path: Path) -> None:
     a_file = tmp_path / "a-file"
     a_file.write_text("")
     with pytest.raises(shardkit.errors.OutputError, match=r"a-file: is a file, not a folder; give -o a folder"):
-        build_in_process(data, a_file)
+        build_in_process(augmented, a_file)
     with pytest.raises(shardkit.errors.OutputError, match=r"a-file/out: cannot create the output folder \(.*a-file is a file\)"):
-        build_in_process(data, a_file / "out")
+        build_in_process(augmented, a_file / "out")
     with small_disk(tmp_path / "ro", "1m") as disk:
         subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
         with pytest.raises(shardkit.errors.OutputError, match=r"ro/out: cannot create the output folder in .*ro \(read-only file system\)"):
-            build_in_process(data, disk / "out")
+            build_in_process(augmented, disk / "out")
         with pytest.raises(shardkit.errors.OutputError, match=r"ro: cannot write into the output folder \(read-only file system\)"):
-            build_in_process(data, disk)
+            build_in_process(augmented, disk)
     denied = tmp_path / "denied"
     denied.mkdir(mode=0o555)
     # Root may write anywhere; without the capability that allows it, root meets permissions like anyone.
     done = subprocess.run(["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--inh-caps=-dac_override,-dac_read_search",
-                           *build_command(data, denied)], env=ENV, capture_output=True, text=True)  # fmt: skip
+                           *build_command(augmented, denied)], env=ENV, capture_output=True, text=True)  # fmt: skip
     if "setpriv" in done.stderr and done.returncode != 1:
         pytest.skip(f"cannot drop capabilities here: {done.stderr.strip()}")
     assert (done.returncode, done.stderr) == (

@@ -55,23 +55,15 @@ def naming(path: str) -> Iterator[None]:
 
 def write_atomic(path: str, data: bytes, durable: bool = True) -> None:
     """Write to a temporary name beside ``path``, fsync (when ``durable``), rename over it."""
-    folder = os.path.dirname(path) or "."
-    temp = os.path.join(folder, f".{os.path.basename(path)}{INCOMPLETE}{uuid.uuid4().hex[:8]}")
-    with naming(path):
-        os.makedirs(folder, exist_ok=True)
-        try:
-            with open(temp, "wb") as f:
-                f.write(data)
-                f.flush()
-                if durable:
-                    flush_to_disk(f.fileno())
+    temp = _write_temp(path, data, durable)
+    try:
+        with naming(path):
             os.replace(temp, path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(temp)
-            raise
+    except BaseException:
+        _remove_quietly(temp)
+        raise
     if durable:
-        fsync_dir(folder)
+        fsync_dir(os.path.dirname(path) or ".")
 
 
 _NO_HARD_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS}
@@ -84,18 +76,7 @@ def create_json_once(path: str, obj: Any) -> bool:
     fails if the name exists, so exactly one plan is published and nobody sees half of one.
     """
     folder = os.path.dirname(path) or "."
-    temp = os.path.join(folder, f".{os.path.basename(path)}{INCOMPLETE}{uuid.uuid4().hex[:8]}")
-    with naming(path):
-        os.makedirs(folder, exist_ok=True)
-        try:
-            with open(temp, "wb") as f:
-                f.write((json.dumps(obj, indent=2) + "\n").encode())
-                f.flush()
-                flush_to_disk(f.fileno())
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(temp)
-            raise
+    temp = _write_temp(path, (json.dumps(obj, indent=2) + "\n").encode(), durable=True)
     try:
         os.link(temp, path)
         return True
@@ -110,6 +91,29 @@ def create_json_once(path: str, obj: Any) -> bool:
         raise OutputError(f"{path}: cannot publish the build's plan ({exc.strerror})") from None
     finally:
         os.remove(temp)
+
+
+def _write_temp(path: str, data: bytes, durable: bool) -> str:
+    """``data`` in a complete temp file beside ``path`` (flushed to disk when ``durable``): its name."""
+    folder = os.path.dirname(path) or "."
+    temp = os.path.join(folder, f".{os.path.basename(path)}{INCOMPLETE}{uuid.uuid4().hex[:8]}")
+    with naming(path):
+        os.makedirs(folder, exist_ok=True)
+        try:
+            with open(temp, "wb") as f:
+                f.write(data)
+                f.flush()
+                if durable:
+                    flush_to_disk(f.fileno())
+        except BaseException:
+            _remove_quietly(temp)
+            raise
+    return temp
+
+
+def _remove_quietly(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(path)
 
 
 def write_json(path: str, obj: Any, durable: bool = True) -> None:
