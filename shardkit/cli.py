@@ -13,6 +13,7 @@ import sys
 
 import click
 
+from shardkit import interrupts
 from shardkit.cli_reporting import friendly_errors
 from shardkit.version import __version__
 
@@ -365,5 +366,16 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
+def run() -> None:
+    """The ``shardkit`` console script: ``main``, and once a command has ended on an interrupt,
+    a second Ctrl-C while the interpreter shuts down changes nothing (exit 130 stays 130)."""
+    try:
+        main()
+    except SystemExit as exc:
+        if exc.code in (130, 143):
+            interrupts.ignore_further()
+        raise
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    run()

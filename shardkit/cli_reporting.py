@@ -31,20 +31,22 @@ def friendly_errors(func: F) -> F:
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         debug = bool(click.get_current_context().find_root().params.get("debug"))
-        with interrupts.sigterm_raises(), warnings.catch_warnings():
-            warnings.simplefilter("always", ShardkitWarning)
-            warnings.showwarning = show_warning
-            try:
-                return func(*args, **kwargs)
-            except ShardkitError as exc:
-                if debug:
-                    raise
-                raise click.ClickException(str(exc)) from None
-            except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM through sigterm_raises
+        try:
+            with interrupts.sigterm_raises(), warnings.catch_warnings():
+                warnings.simplefilter("always", ShardkitWarning)
+                warnings.showwarning = show_warning
+                try:
+                    return func(*args, **kwargs)
+                except ShardkitError as exc:
+                    if debug:
+                        raise
+                    raise click.ClickException(str(exc)) from None
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM through sigterm_raises
+            with interrupts.ignoring():  # the work has stopped and been cleaned up: a second Ctrl-C changes nothing now
                 if debug:
                     traceback.print_exc()
                 click.echo(str(exc) or "interrupted", err=True)
-                sys.exit(interrupts.exit_status(exc))
+            sys.exit(interrupts.exit_status(exc))
 
     return wrapper  # type: ignore[return-value]
 

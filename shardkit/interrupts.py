@@ -46,10 +46,25 @@ def quiet_worker() -> None:
 def quiet_pool(
     context: BaseContext, processes: int, initializer: Callable[..., None] | None = None, initargs: tuple[Any, ...] = ()
 ) -> Pool:
-    """A ``multiprocessing`` pool whose workers are quiet (``quiet_worker``) before anything else runs."""
-    with held():
-        pool: Pool = context.Pool(processes, initializer=_start_quiet, initargs=(initializer, initargs))  # type: ignore[attr-defined]
+    """A ``multiprocessing`` pool whose workers are quiet (``quiet_worker``) before anything else
+    runs. End it with ``stop_pool``."""
+    pool: Pool | None = None
+    try:
+        with held():
+            pool = context.Pool(processes, initializer=_start_quiet, initargs=(initializer, initargs))  # type: ignore[attr-defined]
+    except BaseException:  # a signal held while the workers started is delivered as the hold ends
+        if pool is not None:
+            stop_pool(pool)
+        raise
     return pool
+
+
+def stop_pool(pool: Pool) -> None:
+    """End the pool's workers and wait until they are gone, with Ctrl-C and SIGTERM held: a second
+    Ctrl-C while stopping must not leave workers writing after the parent has cleaned up."""
+    with held():
+        pool.terminate()
+        pool.join()
 
 
 def _start_quiet(initializer: Callable[..., None] | None, initargs: tuple[Any, ...]) -> None:
@@ -75,6 +90,26 @@ def sigterm_raises() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def ignoring() -> Iterator[None]:
+    """Ctrl-C and SIGTERM ignored for a moment (a process reporting that it was interrupted)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.signal(signum, signal.SIG_IGN) for signum in _STOP}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def ignore_further() -> None:
+    """For a process about to exit because of an interrupt: later Ctrl-C or SIGTERM are moot."""
+    for signum in _STOP:
+        signal.signal(signum, signal.SIG_IGN)
 
 
 def exit_status(exc: BaseException) -> int:

@@ -169,3 +169,21 @@ def test_materialize_through_tf_data_service(out: Path, prep_file: Path, tmp_pat
         for worker in workers:
             worker.stop()
         dispatcher.stop()
+
+
+def test_snapshot_from_a_script_without_a_main_guard_and_a_preprocess_that_prints(out: Path, tmp_path: Path) -> None:
+    """TensorFlow runs in a child program: it re-runs nothing of the caller's script (multiprocessing's
+    spawn would), and what the preprocess prints does not get in the way of the child's answer."""
+    (tmp_path / "loud.py").write_text(
+        "import tensorflow as tf\n\n\ndef prep(x):\n    print('tracing prep')\n    return tf.reduce_mean(tf.cast(x['image'], tf.float32))\n"
+    )
+    script = tmp_path / "make_snapshot.py"
+    script.write_text(
+        "import shardkit\n"
+        f"result = shardkit.materialize_snapshot({str(out)!r}, 'snap', 'loud.py:prep', progress=True)\n"
+        "print('records', result.records)\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines() == ["records 24"]  # printed once: the script ran once
+    assert "tracing prep" in done.stderr

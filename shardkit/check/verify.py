@@ -22,7 +22,7 @@ from shardkit.errors import Interrupted, ShardkitError
 from shardkit.formats import tfrecord_scan
 from shardkit.formats.example_proto import DecodeError, decode_example
 from shardkit.formats.idx_sidecar import INDEX_SUFFIX, index_text
-from shardkit.interrupts import quiet_pool
+from shardkit.interrupts import quiet_pool, stop_pool
 from shardkit.storage import layout
 from shardkit.storage.outputs import Output, expand, is_tfrecord_name
 
@@ -90,11 +90,14 @@ def verify(paths: Sequence[str], *, deep: bool = False, workers: int = 1, compre
         jobs.extend(_Job(path, compression, deep) for path in targets.files)
     try:
         if workers > 1 and len(jobs) > 1:
-            with quiet_pool(mp.get_context(), min(workers, len(jobs))) as pool:
+            pool = quiet_pool(mp.get_context(), min(workers, len(jobs)))
+            try:
                 reports = pool.map(_check, jobs, chunksize=1)
+            finally:
+                stop_pool(pool)
         else:
             reports = [_check(job) for job in jobs]
-    except KeyboardInterrupt as exc:  # the pool's workers are gone with the `with`; nothing was written
+    except KeyboardInterrupt as exc:  # the pool's workers are gone; nothing was written
         signum = getattr(exc, "signum", signal.SIGINT)
         raise Interrupted(f"interrupted: verify stopped before it checked all {len(jobs)} files; it changes nothing", signum) from exc
     return VerifyReport(reports, problems, time.perf_counter() - started)

@@ -7,7 +7,6 @@ it while writing each shard; ``shardkit index`` makes it for existing (uncompres
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import glob
 import multiprocessing as mp
@@ -15,9 +14,9 @@ import os
 import signal
 from collections.abc import Sequence
 
-from shardkit.errors import Interrupted, ShardkitError
+from shardkit.errors import Interrupted, ShardkitError, WriteError
 from shardkit.formats import tfrecord_scan
-from shardkit.interrupts import quiet_pool
+from shardkit.interrupts import quiet_pool, stop_pool
 from shardkit.storage import atomic
 
 INDEX_SUFFIX = ".idx"
@@ -59,7 +58,10 @@ def write_index(path: str, compression: str = "auto") -> IndexReport:
     if result.compression != "none":
         return IndexReport(path, result.records, None, f"{result.compression}-compressed: index files need uncompressed TFRecords")
     target = path + INDEX_SUFFIX
-    atomic.write_atomic(target, index_text(found))
+    try:
+        atomic.write_atomic(target, index_text(found))
+    except WriteError as exc:  # a full disk or a read-only folder fails this file, not the whole run
+        return IndexReport(path, result.records, None, str(exc))
     return IndexReport(path, result.records, target)
 
 
@@ -67,14 +69,16 @@ def write_idx_files(paths: Sequence[str], workers: int = 1, compression: str = "
     """Write ``.idx`` beside every file, in parallel; a file that fails gets a report, not an exception."""
     try:
         if workers > 1 and len(paths) > 1:
-            with quiet_pool(mp.get_context(), min(workers, len(paths))) as pool:
+            pool = quiet_pool(mp.get_context(), min(workers, len(paths)))
+            try:
                 return pool.starmap(write_index, [(p, compression) for p in paths], chunksize=1)
+            finally:
+                stop_pool(pool)
         return [write_index(p, compression) for p in paths]
     except KeyboardInterrupt as exc:
         for path in paths:  # a worker stopped inside its atomic write leaves the temp file
             folder, name = os.path.split(path)
             for temp in glob.glob(os.path.join(glob.escape(folder), f".{glob.escape(name + INDEX_SUFFIX)}{atomic.INCOMPLETE}*")):
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(temp)
+                atomic.remove_quietly(temp)
         signum = getattr(exc, "signum", signal.SIGINT)
         raise Interrupted("interrupted: every .idx file is written whole or not at all; run the same command to finish", signum) from exc

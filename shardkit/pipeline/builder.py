@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from shardkit import interrupts
 from shardkit.errors import EntryError, OutputError, ShardkitError
 from shardkit.formats import tfds_metadata
 from shardkit.pipeline import manifest, preflight, resume, stopped
@@ -149,9 +150,9 @@ def build(
                 fresh = _execute(executor, pending, mine, done, cfg, progress)
             finally:
                 # Temp files of shards stopped mid-way. Ours alone: other nodes may be writing theirs.
-                for temp in layout.temp_files(out_dir, None if num_nodes == 1 else [t.name for t in mine]):
-                    with contextlib.suppress(FileNotFoundError):  # a task still running elsewhere removed its own
-                        os.remove(temp)
+                with interrupts.held():  # a second Ctrl-C must not cut the sweep short
+                    for temp in layout.temp_files(out_dir, None if num_nodes == 1 else [t.name for t in mine]):
+                        atomic.remove_quietly(temp)  # a task still running elsewhere may have removed its own
             missing: list[str] = []
             if num_nodes == 1:
                 finished = {r.name: r for r in [*done.values(), *fresh]}

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from shardkit.errors import WorkerError
-from shardkit.interrupts import quiet_pool
+from shardkit.interrupts import quiet_pool, stop_pool
 from shardkit.pipeline import worker_settings
 from shardkit.pipeline.tasks import ShardResult, ShardTask
 from shardkit.pipeline.worker import run_task
@@ -108,8 +108,7 @@ class PoolExecutor:
                 reported += arrived
             return results
         finally:
-            pool.terminate()
-            pool.join()
+            stop_pool(pool)
             progress_queue.close()
             progress_queue.join_thread()
 

@@ -14,6 +14,7 @@ import time
 from types import TracebackType
 
 from shardkit.errors import OutputError
+from shardkit.storage.atomic import naming
 
 
 class OutputLock:
@@ -26,8 +27,9 @@ class OutputLock:
         self._fd: int | None = None
 
     def acquire(self) -> None:
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        with naming(self.path):  # a full disk or a read-only OUT: one line, not a traceback
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, (fcntl.LOCK_SH if self.shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -43,13 +45,18 @@ class OutputLock:
                 f"{self.path}: cannot lock the output folder ({exc.strerror}); shardkit needs flock(2) to keep two builds "
                 "apart: use a filesystem that has it (NFS with lockd, Lustre mounted with flock), or a local disk"
             ) from None
-        # Shared holders (several nodes at once) clear the text an earlier exclusive holder left,
-        # so that a refusal names them and not a build that has ended.
-        os.ftruncate(fd, 0)
-        if not self.shared:
-            info = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-            os.write(fd, json.dumps(info).encode())
         self._fd = fd
+        try:
+            with naming(self.path):
+                # Shared holders (several nodes at once) clear the text an earlier exclusive holder
+                # left, so that a refusal names them and not a build that has ended.
+                os.ftruncate(fd, 0)
+                if not self.shared:
+                    info = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+                    os.write(fd, json.dumps(info).encode())
+        except BaseException:
+            self.release()  # a notebook that retries after freeing space must not find its own stale lock
+            raise
 
     def release(self) -> None:
         if self._fd is not None:

@@ -235,7 +235,7 @@ def run_task(task: ShardTask, progress: Progress | None = None, tick_every: floa
             index_name = task.name + INDEX_SUFFIX
             atomic.write_atomic(os.path.join(settings.out_dir, index_name), index_text(writer.offsets), settings.fsync)
     except BaseException:
-        _remove_quietly(temp)
+        atomic.remove_quietly(temp)
         raise
     if progress is not None and pending:
         progress(pending)
@@ -309,8 +309,3 @@ def _check_still_ours(task: ShardTask) -> None:
             f"{settings.out_dir}: now holds another build (.shardkit/build.json changed while {task.name} was written); "
             "this task's shard was discarded"
         )
-
-
-def _remove_quietly(path: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        os.remove(path)

@@ -30,17 +30,18 @@ import glob
 import hashlib
 import importlib.util
 import json
-import multiprocessing as mp
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import time
 import tokenize
 import uuid
+from pathlib import Path
 from typing import Any
 
-from shardkit.errors import Interrupted, ShardkitError
+from shardkit.errors import Interrupted, OutputError, ShardkitError
 from shardkit.interrupts import held
 from shardkit.read import snapshot_save
 from shardkit.read.tfdata import read_manifest
@@ -77,8 +78,8 @@ def preprocess_identity(spec: str) -> tuple[str, str]:
     else:
         try:
             found = importlib.util.find_spec(module_name)
-        except (ImportError, ValueError) as exc:
-            raise ShardkitError(f"--preprocess {spec!r}: cannot find {module_name}: {exc}") from None
+        except Exception as exc:  # finding a.b imports package a here, and its import may fail any way
+            raise ShardkitError(f"--preprocess {spec!r}: importing {module_name} failed: {type(exc).__name__}: {exc}") from None
         if found is None or not found.origin or not os.path.isfile(found.origin):
             raise ShardkitError(f"--preprocess {spec!r}: no module {module_name} with a source file on the Python path")
         path, identity = found.origin, spec
@@ -127,10 +128,11 @@ def materialize_snapshot(
     for stale in glob.glob(glob.escape(snap) + ".incomplete-*"):
         shutil.rmtree(stale, ignore_errors=True)  # left by a killed run: never published, safe to drop
     temp = f"{snap}.incomplete-{uuid.uuid4().hex[:8]}"
-    request = snapshot_save.SaveRequest(os.path.abspath(src), split, preprocess, temp, compression, num_shards, dispatcher)
     show = sys.stderr.isatty() if progress is None else progress
+    request = snapshot_save.SaveRequest(os.path.abspath(src), split, preprocess, temp, compression, num_shards, dispatcher, show,
+                                        [os.path.abspath(p) if p else p for p in sys.path])  # fmt: skip
     try:
-        facts = _save_in_child(request, expected, show)
+        facts = _save_in_child(request, expected, snap)
         count = facts["records"]
         if count != expected:
             raise ShardkitError(f"{snap}: the save wrote {count} elements but {src} has {expected} {split} records; nothing was published")
@@ -160,42 +162,60 @@ def materialize_snapshot(
     return SnapshotResult(snap, count, size, time.perf_counter() - started, False, metadata)
 
 
-def _save_in_child(request: snapshot_save.SaveRequest, expected: int, show: bool) -> dict[str, Any]:
-    """Run the TensorFlow save in a child process, drawing its progress; stop it on an interrupt."""
+def _save_in_child(request: snapshot_save.SaveRequest, expected: int, snap: str) -> dict[str, Any]:
+    """Run the TensorFlow save as a child program, drawing its progress; stop it on an interrupt."""
     from tqdm import tqdm
 
-    context = mp.get_context("spawn")  # a fresh interpreter: no threads or TensorFlow state forked over
-    counter = context.Value("q", 0) if show else None
-    receive, send = context.Pipe(duplex=False)
-    child = context.Process(target=snapshot_save.run, args=(request, counter, send), name="shardkit-snapshot")
+    package_root = str(Path(__file__).resolve().parents[2])  # the child runs this same shardkit
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
     with held():  # the child starts with Ctrl-C held, until it has chosen to leave it to us
-        child.start()
-    send.close()
+        child = subprocess.Popen([sys.executable, "-m", "shardkit.read.snapshot_save"], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, text=True, env=env)  # fmt: skip
+    answer: dict[str, Any] | None = None
     try:
-        with tqdm(total=expected, unit="rec", disable=not show, dynamic_ncols=True) as bar:
-            while not receive.poll(0.2):
-                if counter is not None:
-                    bar.update(counter.value - bar.n)
-                if not child.is_alive() and not receive.poll(0):
-                    raise ShardkitError(
-                        f"the process saving the snapshot ended without an answer (exit code {child.exitcode}), most often "
-                        "killed for using too much memory (see `dmesg`); nothing was published: rerun to start again"
-                    )
-            kind, value = receive.recv()
-            if counter is not None:
-                bar.update(counter.value - bar.n)
+        assert child.stdin is not None and child.stdout is not None
+        with child.stdin:
+            child.stdin.write(json.dumps(dataclasses.asdict(request)))
+        with tqdm(total=expected, unit="rec", disable=not request.progress, dynamic_ncols=True) as bar:
+            for line in child.stdout:
+                kind, _, payload = line.partition(" ")
+                if kind == "progress":
+                    bar.update(int(payload) - bar.n)
+                elif kind == "answer":
+                    answer = json.loads(payload)
+                    bar.update(expected - bar.n if "facts" in answer else 0)
+        child.wait()
     finally:
-        if child.is_alive():
-            child.terminate()
-            child.join(5)
-            if child.is_alive():
-                child.kill()
-        child.join()
-        receive.close()
-    if kind == "error":
-        raise ShardkitError(value)
-    result: dict[str, Any] = value
-    return result
+        if child.poll() is None:
+            with held():
+                child.terminate()
+                try:
+                    child.wait(5)
+                except subprocess.TimeoutExpired:
+                    child.kill()
+                    child.wait()
+    if answer is None:
+        raise ShardkitError(
+            f"the process saving the snapshot ended without an answer (exit status {child.returncode}), most often killed for "
+            "using too much memory (see `dmesg`); nothing was published: rerun to start again"
+        )
+    if "facts" in answer:
+        facts: dict[str, Any] = answer["facts"]
+        return facts
+    cause = _ChildTraceback(answer["traceback"])  # shown with --debug
+    if answer["kind"] == "no-space":
+        message = f"no space left on device writing {snap}: nothing was published; free space and run the same command again"
+        raise OutputError(message) from cause
+    if answer["kind"] == "source":
+        message = f"{request.src}: a shard cannot be read ({answer['error']}); shardkit verify {request.src} finds which"
+        raise ShardkitError(message) from cause
+    if answer["kind"] == "preprocess":
+        raise ShardkitError(f"--preprocess {request.preprocess}: {answer['error']}") from cause
+    raise ShardkitError(answer["error"]) from cause
+
+
+class _ChildTraceback(Exception):
+    """The traceback of the child that saved, as text: the cause of the one-line error."""
 
 
 def _existing(snap: str) -> dict[str, Any] | None:

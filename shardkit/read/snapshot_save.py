@@ -1,24 +1,31 @@
-"""The TensorFlow half of ``snapshot-materialize``, run in a child process the parent can stop.
+"""The TensorFlow half of ``snapshot-materialize``: a program the parent runs, and can stop.
 
 ``tf.data.Dataset.save`` is one blocking call into TensorFlow's C++ runtime: a process in it
-sees Ctrl-C only when the whole save has finished. So the parent (``read.snapshot``) runs this
-in a child, polls its progress, and on Ctrl-C or SIGTERM ends it and removes its temp folder
-within a second. The child imports the preprocess module, refuses stateful random ops, saves,
-counts what it saved, and sends back one answer: the facts for the metadata, or the error's line.
+sees Ctrl-C only when the whole save has finished. So the parent (``read.snapshot``) runs
+``python -m shardkit.read.snapshot_save`` (a fresh interpreter: it re-runs none of the caller's
+script, as multiprocessing's spawn would, and inherits no TensorFlow state, as a fork would),
+draws its progress, and on Ctrl-C or SIGTERM ends it and removes its temp folder at once.
+
+Protocol: one JSON request on stdin; on stdout ``progress N`` lines, then one ``answer {json}``
+line, with the facts for the metadata or the error (its kind, one line, the traceback). Anything
+else the preprocess prints goes to stderr, beside TensorFlow's own log.
 """
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import hashlib
 import importlib
 import importlib.util
 import inspect
+import json
 import os
 import sys
+import time
+import traceback
 from collections.abc import Callable
-from multiprocessing.connection import Connection
-from typing import Any
+from typing import IO, Any
 
 from shardkit.errors import ShardkitError
 from shardkit.interrupts import quiet_worker
@@ -27,12 +34,12 @@ from shardkit.read.tfdata import load
 # Op types that draw from hidden state: their output differs run to run.
 _STATELESS_PREFIXES = ("StatelessRandom", "StatelessTruncatedNormal", "StatelessMultinomial", "StatelessParameterized")
 _RANDOM_OPS = {"TruncatedNormal", "Multinomial", "ParameterizedTruncatedNormal", "RngReadAndSkip", "RngSkip", "RandomShuffle"}
-
+PROGRESS_EVERY = 0.2  # seconds between progress lines
 
 
 @dataclasses.dataclass(frozen=True)
 class SaveRequest:
-    """What the child needs, as plain values (it starts fresh: spawn, not fork)."""
+    """What the child needs, as plain values."""
 
     src: str
     split: str
@@ -41,21 +48,76 @@ class SaveRequest:
     compression: str | None
     num_shards: int
     dispatcher: str | None
+    progress: bool
+    sys_path: list[str]  # the caller's, so MODULE:FUNCTION resolves as it would there
 
 
-def run(request: SaveRequest, progress: Any, answer: Connection) -> None:
-    """The child's entry point: save, then send ``("ok", facts)`` or ``("error", line)``."""
+def main() -> None:
     quiet_worker()  # Ctrl-C reaches the whole process group: the parent decides, this child stays quiet
+    _die_with_parent()
+    channel = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # prints of the preprocess (and TensorFlow) go to stderr: stdout is the protocol's
+    request = SaveRequest(**json.loads(sys.stdin.read()))
+    sys.path.extend(p for p in request.sys_path if p not in sys.path)
     try:
-        answer.send(("ok", _materialize(request, progress)))
-    except ShardkitError as exc:
-        answer.send(("error", str(exc)))
-    except Exception as exc:  # a preprocess that fails inside TensorFlow: its first line, not a traceback
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        answer.send(("error", f"--preprocess {request.preprocess}: {type(exc).__name__}: {first}"))
+        answer: dict[str, Any] = {"facts": _materialize(request, _Progress(channel) if request.progress else None)}
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # SystemExit from an imported module included: the parent reports it
+        answer = {"error": _describe(exc), "kind": _kind(exc), "traceback": traceback.format_exc()}
+    channel.write(f"answer {json.dumps(answer)}\n")
+    channel.flush()
 
 
-def _materialize(request: SaveRequest, progress: Any) -> dict[str, Any]:
+class _Progress:
+    """Counts saved elements and tells the parent, at most every ``PROGRESS_EVERY`` seconds."""
+
+    def __init__(self, channel: IO[str]) -> None:
+        self._channel = channel
+        self._count = 0
+        self._told = 0.0
+
+    def tick(self) -> None:
+        self._count += 1
+        if time.monotonic() - self._told >= PROGRESS_EVERY:
+            self._channel.write(f"progress {self._count}\n")
+            self._told = time.monotonic()
+
+
+def _die_with_parent() -> None:
+    """Linux: end this process when the parent dies (even by kill -9), so no save runs on unwatched."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+    except (OSError, AttributeError):
+        pass
+
+
+def _kind(exc: BaseException) -> str:
+    """Who the user should look at: the disk, the source shards, or (by default) the preprocess."""
+    name = type(exc).__name__
+    if name == "ResourceExhaustedError" and "No space left on device" in str(exc):
+        return "no-space"
+    if name == "DataLossError":
+        return "source"
+    if isinstance(exc, ShardkitError):
+        return "shardkit"
+    return "preprocess"
+
+
+def _describe(exc: BaseException) -> str:
+    """One line: TensorFlow's messages start with context ('in user code:') and end with the point."""
+    if isinstance(exc, ShardkitError):
+        return str(exc)
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    name = type(exc).__name__
+    last = lines[-1] if lines else name
+    point = last if last.startswith(name) else f"{name}: {last}"
+    where = next((line for line in reversed(lines) if line.startswith("File ")), None)
+    return point + (f" ({where})" if where else "")
+
+
+def _materialize(request: SaveRequest, progress: _Progress | None) -> dict[str, Any]:
     import tensorflow as tf
 
     function, identity, _ = resolve_preprocess(request.preprocess)
@@ -132,14 +194,13 @@ def random_ops(preprocess: Callable[..., Any], element_spec: Any) -> list[str]:
     return sorted(found)
 
 
-def _save(dataset: Any, path: str, compression: str | None, num_shards: int, progress: Any) -> None:
-    """``Dataset.save`` with a content-hash shard function; every saved element adds one to
-    ``progress`` (a shared counter the parent's progress bar reads), unless it is None."""
+def _save(dataset: Any, path: str, compression: str | None, num_shards: int, progress: _Progress | None) -> None:
+    """``Dataset.save`` with a content-hash shard function; every saved element ticks ``progress``."""
     import tensorflow as tf
 
     def tick() -> int:
-        with progress.get_lock():
-            progress.value += 1
+        assert progress is not None
+        progress.tick()
         return 0
 
     def counted(*element: Any) -> Any:
@@ -173,3 +234,7 @@ def _count(path: str, element_spec: Any, compression: str | None) -> int:
     if known >= 0:
         return known
     return int(loaded.reduce(0, lambda n, _: n + 1).numpy())
+
+
+if __name__ == "__main__":
+    main()

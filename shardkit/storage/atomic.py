@@ -60,7 +60,7 @@ def write_atomic(path: str, data: bytes, durable: bool = True) -> None:
         with naming(path):
             os.replace(temp, path)
     except BaseException:
-        _remove_quietly(temp)
+        remove_quietly(temp)
         raise
     if durable:
         fsync_dir(os.path.dirname(path) or ".")
@@ -106,13 +106,15 @@ def _write_temp(path: str, data: bytes, durable: bool) -> str:
                 if durable:
                     flush_to_disk(f.fileno())
         except BaseException:
-            _remove_quietly(temp)
+            remove_quietly(temp)
             raise
     return temp
 
 
-def _remove_quietly(path: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
+def remove_quietly(path: str) -> None:
+    """Remove a temp file while something else already failed: gone already, or a folder turned
+    read-only, must not replace the error being reported."""
+    with contextlib.suppress(OSError):
         os.remove(path)
 
 
