@@ -30,7 +30,10 @@ class Progress:
         """``6 of 40 shards finished and kept``, or None before the plan is known."""
         if self.out_dir is None or self.fingerprint is None or self.names is None:
             return None
-        finished, _ = resume.committed(self.out_dir, self.names, self.fingerprint)
+        try:
+            finished, _ = resume.committed(self.out_dir, self.names, self.fingerprint)
+        except OSError:  # OUT itself went away: say nothing rather than hide why the build stopped
+            return None
         index, count = self.node
         whose = f"node {index} of {count}: " if count > 1 else ""
         return f"{whose}{len(finished)} of {len(self.names)} shards finished and kept"
@@ -45,7 +48,7 @@ def reporting(progress: Progress) -> Iterator[None]:
         signum = getattr(exc, "signum", signal.SIGINT)
         kept = progress.kept()
         if kept is None:
-            raise Interrupted("interrupted while reading the inputs: no shard was written", signum) from exc
+            raise Interrupted("interrupted before any shard was started; run the same command to start (or resume)", signum) from exc
         raise Interrupted(f"interrupted: {kept} in {progress.out_dir}; run the same command to resume", signum) from exc
     except WriteError as exc:
         kept = progress.kept()
