@@ -107,6 +107,11 @@ class Interrupted(KeyboardInterrupt):
         self.signum = signum
         super().__init__(message)
 
+    @classmethod
+    def after(cls, interrupt: KeyboardInterrupt, message: str) -> Interrupted:
+        """``message`` for the interrupt just caught: Ctrl-C (a bare KeyboardInterrupt) or a signal the CLI raised."""
+        return cls(message, getattr(interrupt, "signum", signal.SIGINT))
+
     def __reduce__(self) -> tuple[type, tuple[str, int]]:
         return (type(self), (str(self), self.signum))
 

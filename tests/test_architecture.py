@@ -30,11 +30,12 @@ PUBLIC = {
 
 # Who may import whom: a layer imports itself and the layers below it, never one beside or above.
 # cli -> api (and the public paths) -> pipeline | check | read -> formats -> storage -> errors, version
-LEAVES = {"errors", "interrupts", "version"}  # import nothing of shardkit but errors
+LEAVES = {"errors", "interrupts", "units", "version"}  # import nothing of shardkit but errors
 LAYERS = {
     "errors": set(),
     "version": set(),
     "interrupts": {"errors"},
+    "units": set(),
     "demo": set(),
     "storage": LEAVES,
     "formats": {"storage"} | LEAVES,

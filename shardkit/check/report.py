@@ -6,16 +6,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from shardkit.check.verify import VerifyReport
+from shardkit.units import size
 
 WIDTH = 80
-
-
-def size(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} GB"
 
 
 def table(rows: Sequence[Sequence[str]], right: Sequence[int] = ()) -> list[str]:

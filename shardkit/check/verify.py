@@ -12,7 +12,6 @@ import dataclasses
 import io
 import multiprocessing as mp
 import os
-import signal
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -98,8 +97,7 @@ def verify(paths: Sequence[str], *, deep: bool = False, workers: int = 1, compre
         else:
             reports = [_check(job) for job in jobs]
     except KeyboardInterrupt as exc:  # the pool's workers are gone; nothing was written
-        signum = getattr(exc, "signum", signal.SIGINT)
-        raise Interrupted(f"interrupted: verify stopped before it checked all {len(jobs)} files; it changes nothing", signum) from exc
+        raise Interrupted.after(exc, f"interrupted: verify stopped before it checked all {len(jobs)} files; it changes nothing") from exc
     return VerifyReport(reports, problems, time.perf_counter() - started)
 
 

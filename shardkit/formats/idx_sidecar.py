@@ -11,7 +11,6 @@ import dataclasses
 import glob
 import multiprocessing as mp
 import os
-import signal
 from collections.abc import Sequence
 
 from shardkit.errors import Interrupted, ShardkitError, WriteError
@@ -80,5 +79,4 @@ def write_idx_files(paths: Sequence[str], workers: int = 1, compression: str = "
             folder, name = os.path.split(path)
             for temp in glob.glob(os.path.join(glob.escape(folder), f".{glob.escape(name + INDEX_SUFFIX)}{atomic.INCOMPLETE}*")):
                 atomic.remove_quietly(temp)
-        signum = getattr(exc, "signum", signal.SIGINT)
-        raise Interrupted("interrupted: every .idx file is written whole or not at all; run the same command to finish", signum) from exc
+        raise Interrupted.after(exc, "interrupted: every .idx file is written whole or not at all; run the same command to finish") from exc

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 
 from shardkit.errors import OutputError, ShardkitWarning
 from shardkit.pipeline.tasks import ShardTask
+from shardkit.units import size
 
 
 def check_out_folder(out_dir: str) -> None:
@@ -38,7 +39,7 @@ def warn_if_short_of_space(out_dir: str, pending: Sequence[ShardTask], bytes_per
     free = shutil.disk_usage(out_dir).free
     if need > free:
         warnings.warn(
-            f"{out_dir}: the shards still to build need about {_size(need)} and its disk has {_size(free)} free; "
+            f"{out_dir}: the shards still to build need about {size(need)} and its disk has {size(free)} free; "
             "the build may run out of space (finished shards are kept: free space and rerun to resume)",
             ShardkitWarning,
             stacklevel=3,
@@ -50,10 +51,3 @@ def _read_only(path: str) -> bool:
         return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
     except OSError:
         return False
-
-
-def _size(n: float) -> str:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n:.0f} bytes"

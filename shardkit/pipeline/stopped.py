@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import signal
 from collections.abc import Iterator
 
 from shardkit.errors import Interrupted, WriteError
@@ -45,11 +44,10 @@ def reporting(progress: Progress) -> Iterator[None]:
     try:
         yield
     except KeyboardInterrupt as exc:
-        signum = getattr(exc, "signum", signal.SIGINT)
         kept = progress.kept()
         if kept is None:
-            raise Interrupted("interrupted before any shard was started; run the same command to start (or resume)", signum) from exc
-        raise Interrupted(f"interrupted: {kept} in {progress.out_dir}; run the same command to resume", signum) from exc
+            raise Interrupted.after(exc, "interrupted before any shard was started; run the same command to start (or resume)") from exc
+        raise Interrupted.after(exc, f"interrupted: {kept} in {progress.out_dir}; run the same command to resume") from exc
     except WriteError as exc:
         kept = progress.kept()
         if kept is None or exc.kept is not None:

@@ -270,7 +270,7 @@ class _ShardFile:
             self._raw = open(temp, "wb")  # noqa: SIM115 (closed by __exit__, where a full disk can fail it too)
 
     def write(self, data: bytes) -> int:
-        try:
+        try:  # once per record: a bare try, not atomic.naming's context manager
             return self._raw.write(data)
         except OSError as exc:
             raise WriteError.from_os_error(self._final, exc) from None

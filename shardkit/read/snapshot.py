@@ -32,7 +32,6 @@ import importlib.util
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -129,7 +128,7 @@ def materialize_snapshot(
         shutil.rmtree(stale, ignore_errors=True)  # left by a killed run: never published, safe to drop
     temp = f"{snap}.incomplete-{uuid.uuid4().hex[:8]}"
     show = sys.stderr.isatty() if progress is None else progress
-    request = snapshot_save.SaveRequest(os.path.abspath(src), split, preprocess, temp, compression, num_shards, dispatcher, show,
+    request = snapshot_save.SaveRequest(os.path.abspath(src), split, preprocess, identity, temp, compression, num_shards, dispatcher, show,
                                         [os.path.abspath(p) if p else p for p in sys.path])  # fmt: skip
     try:
         facts = _save_in_child(request, expected, snap)
@@ -154,8 +153,7 @@ def materialize_snapshot(
         atomic.write_json(os.path.join(temp, METADATA), metadata)
         _publish(temp, snap)
     except KeyboardInterrupt as exc:
-        signum = getattr(exc, "signum", signal.SIGINT)
-        raise Interrupted(f"interrupted: nothing was published at {snap}; run the same command to start again", signum) from exc
+        raise Interrupted.after(exc, f"interrupted: nothing was published at {snap}; run the same command to start again") from exc
     finally:
         if os.path.exists(temp):
             shutil.rmtree(temp, ignore_errors=True)

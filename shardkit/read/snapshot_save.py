@@ -18,7 +18,6 @@ import dataclasses
 import hashlib
 import importlib
 import importlib.util
-import inspect
 import json
 import os
 import sys
@@ -44,6 +43,7 @@ class SaveRequest:
     src: str
     split: str
     preprocess: str  # MODULE:FUNCTION or FILE.py:FUNCTION
+    identity: str  # its name in messages and the metadata
     temp: str
     compression: str | None
     num_shards: int
@@ -120,12 +120,12 @@ def _describe(exc: BaseException) -> str:
 def _materialize(request: SaveRequest, progress: _Progress | None) -> dict[str, Any]:
     import tensorflow as tf
 
-    function, identity, _ = resolve_preprocess(request.preprocess)
+    function = load_preprocess(request.preprocess)
     source = load(request.src, request.split, decode_images=True, deterministic=True)
     bad = random_ops(function, source.element_spec)
     if bad:
         raise ShardkitError(
-            f"--preprocess {identity} uses random ops ({', '.join(bad)}): a materialized random augmentation is the same "
+            f"--preprocess {request.identity} uses random ops ({', '.join(bad)}): a materialized random augmentation is the same "
             "in every epoch and every run. Materialize only the deterministic part, and apply random augmentation "
             "after Dataset.load (and after shuffle)."
         )
@@ -141,15 +141,12 @@ def _materialize(request: SaveRequest, progress: _Progress | None) -> dict[str, 
     }
 
 
-def resolve_preprocess(spec: str) -> tuple[Callable[..., Any], str, str]:
-    """``module:function`` or ``path/to/file.py:function`` -> (function, identity, sha256 of its module's source)."""
-    module_name, sep, function_name = spec.rpartition(":")
-    if not sep or not module_name or not function_name:
-        raise ShardkitError(f"--preprocess {spec!r}: expected MODULE:FUNCTION or FILE.py:FUNCTION")
+def load_preprocess(spec: str) -> Callable[..., Any]:
+    """Import ``module:function`` or ``path/to/file.py:function`` (the parent has checked its form,
+    found its source and named it: ``read.snapshot.preprocess_identity``)."""
+    module_name, _, function_name = spec.rpartition(":")
     try:
         if module_name.endswith(".py"):
-            if not os.path.isfile(module_name):
-                raise ShardkitError(f"--preprocess {spec!r}: no such file {module_name}")
             name = "shardkit_preprocess_" + hashlib.sha256(os.path.abspath(module_name).encode()).hexdigest()[:12]
             loader_spec = importlib.util.spec_from_file_location(name, module_name)
             if loader_spec is None or loader_spec.loader is None:
@@ -163,18 +160,10 @@ def resolve_preprocess(spec: str) -> tuple[Callable[..., Any], str, str]:
         raise
     except Exception as exc:
         raise ShardkitError(f"--preprocess {spec!r}: importing {module_name} failed: {type(exc).__name__}: {exc}") from None
-    function = getattr(module, function_name, None)
+    function: Callable[..., Any] | None = getattr(module, function_name, None)
     if not callable(function):
         raise ShardkitError(f"--preprocess {spec!r}: {module_name} has no function {function_name!r}")
-    try:
-        source = inspect.getsource(module)
-    except (OSError, TypeError):
-        source = inspect.getsource(function)
-    return (
-        function,
-        f"{os.path.basename(module_name) if module_name.endswith('.py') else module_name}:{function_name}",
-        (hashlib.sha256(source.encode()).hexdigest()),
-    )
+    return function
 
 
 def random_ops(preprocess: Callable[..., Any], element_spec: Any) -> list[str]:
