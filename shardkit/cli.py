@@ -45,17 +45,24 @@ def main(debug: bool) -> None:
     "--records-per-shard",
     type=click.IntRange(min=1),
     metavar="N",
-    help="Input entries per shard (default: shards of about 128 MB, and at least as many shards per split as workers "
-    "on every node, or Dask worker threads).",
+    help="Input entries per shard (default: shards of about 128 MB, at most 100,000 records, and up to 16 shards "
+    "per small split, never under 64 entries each; the same on every machine).",
+)
+@click.option("-w", "--workers", type=click.IntRange(min=1), help="Worker processes (default: the usable cores).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the shuffle and of augmentation.")
+@click.option(
+    "--shuffle/--no-shuffle",
+    default=True,
+    show_default=True,
+    help="Spread each split's entries over its shards, and each shard's records, in an order drawn from --seed. "
+    "--no-shuffle keeps the inputs' order (sequences, video frames).",
 )
 @click.option(
-    "-w",
-    "--workers",
-    type=click.IntRange(min=1),
-    help="Worker processes (default: the usable cores). With --executor dask: the tasks to plan shards for "
-    "(default: the cluster's worker threads at the start).",
+    "--source-id/--no-source-id",
+    default=True,
+    show_default=True,
+    help="Add a string feature source_id to every record: its input (index-file:line, or the path under --from-folder).",
 )
-@click.option("--seed", type=int, default=0, show_default=True, help="Global augmentation seed.")
 @click.option("--compression", type=click.Choice(["none", "gzip"]), default="none", show_default=True)
 @click.option(
     "--on-error",
@@ -110,6 +117,8 @@ def build(
     records_per_shard: int | None,
     workers: int | None,
     seed: int,
+    shuffle: bool,
+    source_id: bool,
     compression: str,
     on_error: str,
     overwrite: bool,
@@ -155,6 +164,8 @@ def build(
         num_nodes=nodes,
         node_index=node,
         index=index,
+        shuffle=shuffle,
+        source_id=source_id,
     )
     if quiet:
         return

@@ -1,12 +1,14 @@
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
 
 from shardkit.errors import ConfigError, EntryError, ShardkitError
-from shardkit.pipeline.config import parse_config
-from shardkit.pipeline.entries import to_entries
+from shardkit.pipeline.config import Config, parse_config
+from shardkit.pipeline.entries import Entry, checked_rows, to_entry
 from shardkit.pipeline.index_files import IndexFile, Row, discover, folder_rows, read_rows, split_of
 
 
@@ -16,6 +18,12 @@ from shardkit.pipeline.index_files import IndexFile, Row, discover, folder_rows,
 )
 def test_split_from_file_name(name: str, split: str) -> None:
     assert split_of(name) == split
+
+
+def to_entries(rows: Iterable[Row | EntryError], config: Config, on_error: str, errors: list[EntryError]) -> Iterator[Entry]:
+    """Checked entries, with paths resolved as a worker resolves them (against the index file's folder)."""
+    for row, _ in checked_rows(rows, config, on_error, errors):
+        yield to_entry(row, config, os.path.dirname(os.path.abspath(row.source)))
 
 
 def test_discover_folders_ignore_and_split_override(tmp_path: Path) -> None:

@@ -38,17 +38,19 @@ def test_shard_bounds_rejects_zero() -> None:
 
 
 @pytest.mark.parametrize(
-    ("n", "bytes_per_entry", "workers", "expected"),
+    ("n", "bytes_per_entry", "expected"),
     [
-        (10_000, 100_000, 2, 1342),  # ~128 MB shards: 134217728 // 100000
-        (100, 100_000, 8, 13),  # small split: at least one shard per worker
-        (3, 100_000, 8, 1),  # tiny split: fewer entries than workers -> one entry each
-        (0, 100_000, 2, 1342),
-        (10**7, 10, 2, 100_000),  # tiny records: capped
+        (100_000, 100_000, 1342),  # ~128 MB shards: 134217728 // 100000
+        (10_000, 100_000, 625),  # a 1 GB split still gets 16 shards, for 16 cores
+        (100, 100_000, 50),  # small split: shards of at least 64 entries, so only 2
+        (64, 100_000, 64),
+        (3, 100_000, 3),  # tiny split: one shard
+        (0, 100_000, 1342),
+        (10**7, 10, 100_000),  # tiny records: capped
     ],
 )
-def test_default_entries_per_shard(n: int, bytes_per_entry: float, workers: int, expected: int) -> None:
-    assert default_entries_per_shard(n, bytes_per_entry, workers) == expected
+def test_default_entries_per_shard_depends_on_the_data_alone(n: int, bytes_per_entry: float, expected: int) -> None:
+    assert default_entries_per_shard(n, bytes_per_entry) == expected
 
 
 def test_shard_names() -> None:

@@ -62,3 +62,11 @@ def raw_records(out: str, split: str) -> list[bytes]:
     files = shard_files(out, split)
     compression = "GZIP" if files and files[0].endswith(".gz") else ""
     return [r.numpy() for r in tf.data.TFRecordDataset(files, compression_type=compression)]
+
+
+def by_source(records: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Records grouped by the input they came from (their ``source_id``), in record order."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        groups.setdefault(record["source_id"].decode(), []).append(record)
+    return groups

@@ -8,25 +8,28 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import json
 import os
+import shutil
 import sys
 import time
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from shardkit import interrupts
-from shardkit.errors import EntryError, OutputError, ShardkitError
+from shardkit.errors import OutputError, ShardkitError, WriteError
 from shardkit.formats import tfds_metadata
 from shardkit.pipeline import manifest, preflight, resume, stopped
 from shardkit.pipeline.config import Config
-from shardkit.pipeline.entries import Entry, collect_classes, to_entries
-from shardkit.pipeline.inputs import fingerprint_of, resolve_config, rows_by_split
-from shardkit.pipeline.local_executors import Executor, InlineExecutor, PoolExecutor, cluster_slots, default_workers
+from shardkit.pipeline.entries import with_classes, with_source_id
+from shardkit.pipeline.inputs import SplitInput, fingerprint_of, resolve_config, rows_by_split
+from shardkit.pipeline.local_executors import Executor, InlineExecutor, PoolExecutor, default_workers
 from shardkit.pipeline.lock import OutputLock
-from shardkit.pipeline.plan import default_entries_per_shard, plan_split
-from shardkit.pipeline.tasks import BuildSettings, ShardResult, ShardTask
+from shardkit.pipeline.planner import make_plan
+from shardkit.pipeline.tasks import BuildSettings, ShardResult, ShardTask, tasks_from_plan
 from shardkit.storage import atomic, layout
 
 ON_ERROR = ("fail", "skip")
@@ -71,6 +74,8 @@ def build(
     num_nodes: int = 1,
     node_index: int = 0,
     index: bool = True,
+    shuffle: bool = True,
+    source_id: bool = True,
 ) -> BuildResult:
     """Build TFRecord shards from index files (or an ImageFolder tree) into ``out``.
 
@@ -83,11 +88,14 @@ def build(
     the node that finds every shard committed writes the manifest (``manifest`` is None on the
     others), or ``finalize(out)`` does it afterwards. ``index`` writes ``NAME.idx`` beside each
     uncompressed shard (byte offset and length per record, as DALI and the ``tfrecord`` package use).
+
+    ``shuffle`` orders each split's entries, and the records within each shard, by hashes of
+    ``seed`` and each entry's identity (False keeps the inputs' order). ``source_id`` adds a
+    string feature naming each record's input (``index-file:line``, or the path under the folder).
     """
     started = time.perf_counter()
     reached = stopped.Progress(node=(node_index, num_nodes))
     with stopped.reporting(reached):
-        workers_given = workers is not None
         workers = workers if workers is not None else default_workers()
         _check_options(indexes, out, from_folder, records_per_shard, workers, compression, on_error)
         if not 0 <= node_index < num_nodes:
@@ -98,12 +106,19 @@ def build(
         preflight.check_out_folder(out_dir)
         reached.out_dir = out_dir
 
-        rows, inputs = rows_by_split(indexes, from_folder, split, ignore)
-        cfg = resolve_config(config, rows)
-        parse_errors: dict[str, list[EntryError]] = {name: [] for name in rows}
-        entries = {name: list(to_entries(split_rows, cfg, on_error, parse_errors[name])) for name, split_rows in rows.items()}
-        cfg = collect_classes(cfg, entries)
-        parameters = {"seed": seed, "compression": compression, "records_per_shard": records_per_shard, "split": split, "index": index}
+        splits, inputs = rows_by_split(indexes, from_folder, split, ignore)
+        cfg = resolve_config(config, splits)
+        if source_id:
+            cfg = with_source_id(cfg)
+        parameters = {
+            "seed": seed,
+            "compression": compression,
+            "records_per_shard": records_per_shard,
+            "split": split,
+            "index": index,
+            "shuffle": shuffle,
+        }
+        # The class lists are not in it: the inputs decide them, and resuming must not re-read every row.
         fingerprint = fingerprint_of(cfg, parameters, inputs)
         reached.fingerprint = fingerprint
 
@@ -114,37 +129,26 @@ def build(
             held.enter_context(OutputLock(os.path.join(state_dir, "lock"), shared=num_nodes > 1))
             if num_nodes > 1:
                 held.enter_context(OutputLock(os.path.join(state_dir, f"lock.node-{node_index}")))
+            else:
+                shutil.rmtree(layout.scratch_dir(out_dir), ignore_errors=True)  # a killed build's half plan: ours alone
             state = resume.prepare_state(out_dir, fingerprint, cfg, parameters, inputs, overwrite, multi_node=num_nodes > 1)
-            if "splits" not in state:
-                # Under Dask this asks the scheduler for its worker threads: only when the default shard size needs them.
-                slots = workers if records_per_shard else _plan_slots(executor, workers, workers_given, num_nodes)
-                state["splits"] = {name: _split_plan(group, records_per_shard, cfg, slots) for name, group in entries.items()}
-                state["skipped"] = [
-                    {"split": name, "source": e.source, "line": e.line, "reason": e.reason}
-                    for name, errors in parse_errors.items()
-                    for e in errors
-                ]
-                if num_nodes > 1:
-                    state["nodes"] = num_nodes
-                state = _publish_state(out_dir, state, num_nodes, fsync)
+            if not resume.has_plan(out_dir, state):
+                state = _plan(out_dir, state, splits, cfg, on_error, num_nodes, fsync)
             if num_nodes > 1 and state.get("nodes", num_nodes) != num_nodes:
                 raise OutputError(
                     f"{out_dir}: this build's plan is shared by {state['nodes']} nodes, not {num_nodes}: shares would overlap. "
                     f"Rerun with --num-nodes {state['nodes']} and this node's original --node-index (array reruns of some tasks "
                     "change SLURM_ARRAY_TASK_COUNT, so pass them explicitly)"
                 )
-            settings = BuildSettings(out_dir, cfg, seed, compression, on_error, fingerprint, fsync, index)
-            tasks = [
-                task
-                for name, split_entries in entries.items()
-                for task in plan_split(name, split_entries, state["splits"][name]["entries_per_shard"], settings)
-            ]
+            cfg = with_classes(cfg, state["classes"])
+            settings = BuildSettings(out_dir, cfg, seed, compression, on_error, fingerprint, fsync, index, shuffle, state["plan"])
+            tasks = tasks_from_plan(state["splits"], settings)
             mine = tasks[node_index::num_nodes]  # a node's deterministic share of the one global plan
             reached.names = [t.name for t in mine]
             done = resume.finished_shards(out_dir, mine, fingerprint)
             pending = [t for t in mine if t.name not in done]
-            splits = {t.split for t in pending}
-            preflight.warn_if_short_of_space(out_dir, pending, {n: _bytes_per_entry(entries[n], cfg) for n in splits})
+            splits_left = {t.split for t in pending}
+            preflight.warn_if_short_of_space(out_dir, pending, {n: state["splits"][n].get("bytes_per_entry", 0.0) for n in splits_left})
             executor = executor or (InlineExecutor() if workers == 1 else PoolExecutor(workers))
             try:
                 fresh = _execute(executor, pending, mine, done, cfg, progress)
@@ -189,6 +193,56 @@ def finalize(out: str | Path, fsync: bool = True) -> BuildResult:
             )
         doc = _publish_outputs(out_dir, state, list(finished.values()), {"finalized": True}, fsync)
     return BuildResult(out_dir, doc, 0, len(finished), doc["totals"]["records"], 0, doc["errors"]["skipped"], time.perf_counter() - started)
+
+
+def _plan(
+    out_dir: str, state: dict[str, Any], splits: dict[str, SplitInput], cfg: Config, on_error: str, num_nodes: int, fsync: bool
+) -> dict[str, Any]:
+    """Plan into a scratch folder, publish it as ``.shardkit/plan-<fingerprint>``, then the state.
+
+    Nodes of one build plan alike: the first folder renamed into place and the first state
+    published are the plan, and a later node checks that its own fingerprint matches.
+    """
+    parameters = state["parameters"]
+    scratch = os.path.join(layout.scratch_dir(out_dir), f"plan-{uuid.uuid4().hex[:8]}")
+    with atomic.naming(scratch):
+        os.makedirs(scratch)
+    try:
+        with atomic.naming(layout.state_dir(out_dir)):
+            plan = make_plan(
+                splits,
+                cfg,
+                scratch,
+                seed=parameters["seed"],
+                shuffle=parameters["shuffle"],
+                records_per_shard=parameters["records_per_shard"],
+                on_error=on_error,
+                durable=fsync,
+            )
+        name = f"plan-{state['fingerprint'][:16]}"
+        try:
+            os.rename(scratch, os.path.join(layout.state_dir(out_dir), name))
+        except OSError as exc:
+            if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                raise WriteError.from_os_error(os.path.join(layout.state_dir(out_dir), name), exc) from None
+            # another node (or a run killed before its state) published the same plan first
+        if fsync:
+            atomic.fsync_dir(layout.state_dir(out_dir))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            os.rmdir(layout.scratch_dir(out_dir))  # unless another node still plans in it
+    state = {
+        **state,
+        "plan": name,
+        "splits": plan.splits,
+        "skipped": plan.skipped,
+        "classes": {s.key: list(s.classes or ()) for s in plan.config.features if s.kind == "class_name"},
+        "config": plan.config.to_dict(),
+    }
+    if num_nodes > 1:
+        state["nodes"] = num_nodes
+    return _publish_state(out_dir, state, num_nodes, fsync)
 
 
 def _publish_state(out_dir: str, state: dict[str, Any], num_nodes: int, fsync: bool) -> dict[str, Any]:
@@ -243,42 +297,6 @@ def _check_options(
         raise ShardkitError(f"unknown --on-error {on_error!r} (known: fail, skip)")
 
 
-def _plan_slots(executor: Executor | None, workers: int, workers_given: bool, num_nodes: int) -> int:
-    """How many shard tasks run at once, which the default plan gives each split at least as many
-    shards as: every node's pool under --num-nodes (nodes alike), and a Dask cluster's worker
-    threads unless ``workers`` says how many to plan for (a cluster that is still scaling up)."""
-    if not workers_given:
-        cluster = cluster_slots(executor)
-        if cluster is not None:
-            return cluster
-    return workers * num_nodes
-
-
-def _split_plan(entries: Sequence[Entry], records_per_shard: int | None, cfg: Config, slots: int) -> dict[str, Any]:
-    if records_per_shard is None:
-        per_shard = default_entries_per_shard(len(entries), _bytes_per_entry(entries, cfg), slots)
-    else:
-        per_shard = records_per_shard
-    num_shards = -(-len(entries) // per_shard) if entries else 0
-    return {"entries": len(entries), "entries_per_shard": per_shard, "num_shards": num_shards}
-
-
-def _bytes_per_entry(entries: Sequence[Entry], cfg: Config, sample: int = 64) -> float:
-    """Estimate output bytes per entry from the sizes of a spread sample of its input files."""
-    if not entries:
-        return 1.0
-    file_columns = [i for i, f in enumerate(cfg.features) if f.kind in ("image", "mask", "bytes")]
-    step = max(1, len(entries) // sample)
-    sizes = []
-    for entry in entries[::step][:sample]:
-        total = 0
-        for i in file_columns:
-            with contextlib.suppress(OSError):
-                total += os.path.getsize(entry.values[i])
-        sizes.append(total + 64)
-    return (sum(sizes) / len(sizes)) * cfg.records_per_entry
-
-
 def _execute(
     executor: Executor,
     pending: Sequence[ShardTask],
@@ -291,7 +309,7 @@ def _execute(
 
     show = sys.stderr.isatty() if progress is None else progress
     per_entry = cfg.records_per_entry
-    total = sum(len(t.entries) for t in tasks) * per_entry
+    total = sum(t.entries.entries for t in tasks) * per_entry
     initial = sum(r.records for r in done.values())
     with tqdm(total=total, initial=initial, unit="rec", disable=not show, dynamic_ncols=True, smoothing=0.1) as bar:
         shards_done = len(done)

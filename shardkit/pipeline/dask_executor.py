@@ -110,12 +110,6 @@ class DaskExecutor:
         except (OSError, ValueError, TimeoutError) as exc:
             raise WorkerError(f"cannot reach the Dask scheduler at {self.address}: {exc}") from None
 
-    def slots(self) -> int:
-        """Worker threads in the cluster now (0 while it has no workers): how many shard tasks it
-        runs at once, which the default plan cuts each split for so that none of them idles."""
-        with self._connect() as client:
-            return sum(client.nthreads().values())
-
     def run(self, tasks: Sequence[ShardTask], on_progress: OnProgress, on_shard: OnShard) -> list[ShardResult]:
         if not tasks:
             return []
@@ -131,7 +125,7 @@ class DaskExecutor:
             topic = f"shardkit-progress-{uuid.uuid4().hex}"
             client.subscribe_topic(topic, progress.event)  # type: ignore[no-untyped-call]
             futures = [
-                client.submit(_run_on_dask, task, key, topic, self.profile, key=key, pure=False, priority=len(task.entries))
+                client.submit(_run_on_dask, task, key, topic, self.profile, key=key, pure=False, priority=task.entries.entries)
                 for task, key in zip(tasks, keys, strict=True)
             ]
             names = {key: task.name for task, key in zip(tasks, keys, strict=True)}

@@ -7,14 +7,16 @@ so a bad line is reported with its file and line number and never reaches a work
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from shardkit.errors import ConfigError, EntryError
 from shardkit.pipeline.config import Config, FeatureSpec
 from shardkit.pipeline.index_files import Row
+
+SOURCE_ID = "source_id"
+IDENTITY_COLUMN = "@identity"  # the column of a feature filled with the entry's identity, not an input value
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -59,14 +61,15 @@ def _short_repr(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def typed_value(row: Row, spec: FeatureSpec, txt_names: tuple[str, ...] | None) -> Any:
-    """The value of ``spec`` for ``row``, converted and checked."""
-    raw = row.get(spec.column, txt_names)
+def typed_value(row: Row, spec: FeatureSpec, txt_names: tuple[str, ...] | None, folder: str | None) -> Any:
+    """The value of ``spec`` for ``row``, converted and checked; file paths joined to ``folder``
+    (absolute: the index file's own), or left as written when ``folder`` is None."""
+    raw = row.identity if spec.column == IDENTITY_COLUMN else row.get(spec.column, txt_names)
     if spec.kind in ("image", "mask", "bytes"):
         if not isinstance(raw, str) or not raw:
             raise EntryError(row.source, row.line, f"{spec.key}: expected a file path, got {raw!r}")
         # Relative paths resolve against the index file's folder, not the working directory.
-        return os.path.abspath(os.path.join(_base_folder(row.source), raw))
+        return raw if folder is None else os.path.normpath(os.path.join(folder, raw))
     if spec.kind in ("int64", "float"):
         return _number_list(raw, spec, row)
     if spec.kind == "string":
@@ -85,26 +88,26 @@ def typed_value(row: Row, spec: FeatureSpec, txt_names: tuple[str, ...] | None) 
     return name
 
 
-@functools.lru_cache(maxsize=256)
-def _base_folder(source: str) -> str:
-    return source if os.path.isdir(source) else os.path.dirname(os.path.abspath(source))
-
-
 def check_columns(row: Row, config: Config) -> None:
     for spec in config.features:
+        if spec.column == IDENTITY_COLUMN:
+            continue
         try:
             row.get(spec.column, config.columns)
         except EntryError as exc:
             raise ConfigError(f"features.{spec.key}.column", f"{exc.reason} in {row.source}", config.source) from None
 
 
-def to_entry(row: Row, config: Config) -> Entry:
-    values = tuple(typed_value(row, spec, config.columns) for spec in config.features)
+def to_entry(row: Row, config: Config, folder: str | None = None) -> Entry:
+    values = tuple(typed_value(row, spec, config.columns, folder) for spec in config.features)
     return Entry(source=row.source, line=row.line, identity=row.identity, values=values)
 
 
-def to_entries(rows: Iterable[Row | EntryError], config: Config, on_error: str, errors: list[EntryError]) -> Iterator[Entry]:
-    """Convert rows; with ``on_error='skip'`` bad rows go to ``errors`` instead of raising.
+def checked_rows(
+    rows: Iterable[Row | EntryError], config: Config, on_error: str, errors: list[EntryError]
+) -> Iterator[tuple[Row, Entry]]:
+    """Check rows against the config (paths left as written); with ``on_error='skip'`` bad rows
+    go to ``errors`` instead of raising.
 
     The first row of each index file also checks that every configured column exists: a wrong
     column name is a config mistake, reported as such even with ``skip``, not one error per line.
@@ -117,19 +120,31 @@ def to_entries(rows: Iterable[Row | EntryError], config: Config, on_error: str, 
             if row.source not in checked:
                 checked.add(row.source)
                 check_columns(row, config)
-            yield to_entry(row, config)
+            yield row, to_entry(row, config)
         except EntryError as exc:
             if on_error != "skip":
                 raise
             errors.append(exc)
 
 
-def collect_classes(config: Config, entries_by_split: dict[str, list[Entry]]) -> Config:
-    """Fill every class_name feature's class list: the config's own, or all names seen, sorted."""
-    features = list(config.features)
-    for i, spec in enumerate(features):
-        if spec.kind != "class_name" or spec.classes is not None:
-            continue
-        names = {entry.values[i] for entries in entries_by_split.values() for entry in entries}
-        features[i] = dataclasses.replace(spec, classes=tuple(sorted(names)))
-    return dataclasses.replace(config, features=tuple(features))
+def with_classes(config: Config, classes: Mapping[str, Iterable[str]]) -> Config:
+    """Fill each class_name feature's class list that the config leaves open with ``classes[key]``, sorted."""
+    features = tuple(
+        dataclasses.replace(spec, classes=tuple(sorted(classes.get(spec.key, ()))))
+        if spec.kind == "class_name" and spec.classes is None
+        else spec
+        for spec in config.features
+    )
+    return dataclasses.replace(config, features=features)
+
+
+def with_source_id(config: Config) -> Config:
+    """The config plus a ``source_id`` string feature: each record's input, as its identity."""
+    if any(spec.key == SOURCE_ID for spec in config.features):
+        raise ConfigError(
+            f"features.{SOURCE_ID}",
+            "shardkit adds a source_id feature naming each record's input: rename this feature, or build with --no-source-id",
+            config.source,
+        )
+    spec = FeatureSpec(key=SOURCE_ID, kind="string", column=IDENTITY_COLUMN)
+    return dataclasses.replace(config, features=(*config.features, spec))

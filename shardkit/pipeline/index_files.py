@@ -9,7 +9,9 @@ from __future__ import annotations
 import csv
 import dataclasses
 import fnmatch
+import functools
 import json
+import os
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -32,7 +34,7 @@ class IndexFile:
         return self.path.suffix.lower().lstrip(".")
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Row:
     """One data line of an index file: positional values, and names where the format has them."""
 
@@ -41,10 +43,11 @@ class Row:
     values: tuple[Any, ...]
     names: tuple[str, ...] | None = None
     key: str = ""  # stable identity for seeding; defaults to "<file name>:<line>"
+    text: str | None = None  # the line as read, where it alone gives the values back (.txt, .jsonl)
 
     @property
     def identity(self) -> str:
-        return self.key or f"{Path(self.source).name}:{self.line}"
+        return self.key or f"{_file_name(self.source)}:{self.line}"
 
     def get(self, column: int | str, txt_names: Sequence[str] | None = None) -> Any:
         if isinstance(column, int):
@@ -65,6 +68,11 @@ class Row:
         if position >= len(self.values):
             raise EntryError(self.source, self.line, f"no value for column {column!r}")
         return self.values[position]
+
+
+@functools.lru_cache(maxsize=1024)
+def _file_name(source: str) -> str:
+    return os.path.basename(source)
 
 
 def split_of(name: str) -> str:
@@ -140,7 +148,7 @@ def _txt_rows(source: str, handle: Any) -> Iterator[Row | EntryError]:
         elif len(values) != width:
             yield EntryError(source, number, f"{len(values)} columns, but line {first_line} has {width}")
             continue
-        yield Row(source, number, values)
+        yield Row(source, number, values, text=text)
 
 
 def _csv_rows(source: str, handle: Any, delimiter: str) -> Iterator[Row | EntryError]:
@@ -176,14 +184,14 @@ def _jsonl_rows(source: str, handle: Any) -> Iterator[Row | EntryError]:
         if not isinstance(obj, dict):
             yield EntryError(source, number, f"expected a JSON object, got {type(obj).__name__}")
             continue
-        yield Row(source, number, tuple(obj.values()), tuple(obj.keys()))
+        yield Row(source, number, tuple(obj.values()), tuple(obj.keys()), text=line.strip())
 
 
-def folder_rows(root: Path) -> Iterator[tuple[str, Row]]:
-    """ImageFolder layout -> (split, Row(image path, class name)).
+def folder_splits(root: Path) -> list[tuple[str, Path]]:
+    """ImageFolder layout -> (split, folder of its class folders).
 
     ``ROOT/<split>/<class>/<img>`` when every folder under ROOT holds only folders, else
-    ``ROOT/<class>/<img>`` as split ``train``. Line numbers count images within a split.
+    ``ROOT/<class>/<img>`` as split ``train``.
     """
     if not root.is_dir():
         raise ShardkitError(f"{root}: no such folder")
@@ -191,14 +199,24 @@ def folder_rows(root: Path) -> Iterator[tuple[str, Row]]:
     if not top:
         raise ShardkitError(f"{root}: no class folders (expected ROOT/<class>/<image> or ROOT/<split>/<class>/<image>)")
     nested = all(not any(f.is_file() and f.suffix.lower() in IMAGE_SUFFIXES for f in d.iterdir()) for d in top)
-    layout = [(d.name, d) for d in top] if nested else [("train", root)]
-    for split, split_root in layout:
-        number = 0
-        for class_dir in sorted(p for p in split_root.iterdir() if p.is_dir() and not p.name.startswith(".")):
-            for image in sorted(class_dir.iterdir()):
-                if image.is_file() and image.suffix.lower() in IMAGE_SUFFIXES:
-                    number += 1
-                    key = image.relative_to(root).as_posix()
-                    # Absolute: entries resolve a relative value against the row's source folder, which
-                    # would join a relative ROOT twice (photos/train/photos/train/cat/x.jpg).
-                    yield split, Row(str(split_root), number, (str(image.absolute()), class_dir.name), ("image", "label"), key)
+    return [(d.name, d) for d in top] if nested else [("train", root)]
+
+
+def folder_split_rows(root: Path, split_root: Path) -> Iterator[Row]:
+    """One split's images as Row(image path, class name), streamed; line numbers count images."""
+    number = 0
+    for class_dir in sorted(p for p in split_root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        for image in sorted(class_dir.iterdir()):
+            if image.is_file() and image.suffix.lower() in IMAGE_SUFFIXES:
+                number += 1
+                key = image.relative_to(root).as_posix()
+                # Absolute: entries resolve a relative value against the row's source folder, which
+                # would join a relative ROOT twice (photos/train/photos/train/cat/x.jpg).
+                yield Row(str(split_root), number, (str(image.absolute()), class_dir.name), ("image", "label"), key)
+
+
+def folder_rows(root: Path) -> Iterator[tuple[str, Row]]:
+    """Every image of an ImageFolder tree as (split, Row), split by split."""
+    for split, split_root in folder_splits(root):
+        for row in folder_split_rows(root, split_root):
+            yield split, row

@@ -7,41 +7,63 @@ parameters, make the fingerprint a resume is checked against.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import itertools
 import json
+import os
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from shardkit.errors import EntryError, ShardkitError
 from shardkit.pipeline.config import Config, infer_config, load_config
-from shardkit.pipeline.index_files import IndexFile, Row, discover, folder_rows, read_rows
+from shardkit.pipeline.index_files import IndexFile, Row, discover, folder_rows, folder_split_rows, folder_splits, read_rows
+from shardkit.pipeline.plan_files import PlanSource
+
+
+@dataclasses.dataclass
+class SplitInput:
+    """One split's inputs: its sources, and its rows streamed from them (read once)."""
+
+    sources: list[PlanSource]
+    rows: Iterable[Row | EntryError]
 
 
 def rows_by_split(
     indexes: Sequence[str | Path], from_folder: str | Path | None, split: str | None, ignore: Sequence[str]
-) -> tuple[dict[str, Iterable[Row | EntryError]], dict[str, Any]]:
+) -> tuple[dict[str, SplitInput], dict[str, Any]]:
     """Rows grouped by split, lazily, plus a description of the inputs for the fingerprint."""
     if from_folder is not None:
         root = Path(from_folder)
-        by_split: dict[str, list[Row | EntryError]] = {}
-        for name, row in folder_rows(root):
-            by_split.setdefault(split or name, []).append(row)
-        listing = hashlib.sha256("\n".join(str(r.identity) for rows in by_split.values() for r in rows if isinstance(r, Row)).encode())
-        return dict(by_split), {"folder": str(root.resolve()), "listing_sha256": listing.hexdigest()}
+        folders: dict[str, list[Path]] = {}
+        for name, split_root in folder_splits(root):
+            folders.setdefault(split or name, []).append(split_root)
+        listing = hashlib.sha256()
+        for _, row in folder_rows(root):  # a first walk, for the fingerprint: nothing is kept
+            listing.update(row.identity.encode("utf-8", "surrogateescape") + b"\n")
+        by_split = {
+            name: SplitInput(
+                [PlanSource(str(r), str(r.absolute()), "folder") for r in roots],
+                itertools.chain.from_iterable(folder_split_rows(root, r) for r in roots),
+            )
+            for name, roots in folders.items()
+        }
+        return by_split, {"folder": str(root.resolve()), "listing_sha256": listing.hexdigest()}
     files = discover(indexes, ignore, split)
     grouped: dict[str, list[IndexFile]] = {}
     for f in files:
         grouped.setdefault(f.split, []).append(f)
-    rows: dict[str, Iterable[Row | EntryError]] = {name: _chain_rows(group) for name, group in grouped.items()}
+    rows = {
+        name: SplitInput(
+            [PlanSource(str(f.path), os.path.dirname(os.path.abspath(f.path)), f.format) for f in group],
+            itertools.chain.from_iterable(read_rows(f) for f in group),
+        )
+        for name, group in grouped.items()
+    }
     # The resolved path matters as much as the content: relative image paths resolve against it.
     inputs = {"index_files": [{"path": str(f.path.resolve()), "split": f.split, "sha256": _sha256(f.path)} for f in files]}
     return rows, inputs
-
-
-def _chain_rows(files: Sequence[IndexFile]) -> Iterator[Row | EntryError]:
-    for f in files:
-        yield from read_rows(f)
 
 
 def _sha256(path: Path) -> str:
@@ -52,21 +74,21 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def resolve_config(config: Config | str | Path | None, rows: dict[str, Iterable[Row | EntryError]]) -> Config:
+def resolve_config(config: Config | str | Path | None, splits: dict[str, SplitInput]) -> Config:
     if isinstance(config, Config):
         return config
     if config is not None:
         return load_config(config)
-    for name, split_rows in rows.items():
+    for split_input in splits.values():
         # Peek at the first good row without consuming the lazy iterator for good.
-        items = iter(split_rows)
+        items = iter(split_input.rows)
         peeked: list[Row | EntryError] = []
         for item in items:
             peeked.append(item)
             if isinstance(item, Row):
-                rows[name] = _prepend(peeked, items)
+                split_input.rows = _prepend(peeked, items)
                 return infer_config(item.values, item.names)
-        rows[name] = peeked
+        split_input.rows = peeked
     raise ShardkitError("the inputs hold no entries")
 
 

@@ -27,13 +27,6 @@ class Executor(Protocol):
     def run(self, tasks: Sequence[ShardTask], on_progress: OnProgress, on_shard: OnShard) -> list[ShardResult]: ...
 
 
-def cluster_slots(executor: Executor | None) -> int | None:
-    """How many tasks the executor's cluster runs at once, for an executor that runs on one and
-    can tell (``slots()``); None for local executors, and for a cluster with no workers yet."""
-    slots = getattr(executor, "slots", None)
-    return (slots() or None) if callable(slots) else None
-
-
 class InlineExecutor:
     """Runs every task in this process: the identical worker code, easy to debug (``--workers 1``)."""
 

@@ -66,6 +66,7 @@ def make_manifest(state: Mapping[str, Any], shards: Iterable[ShardResult], run: 
     """The manifest document; ``run`` holds settings of the last run that do not change records."""
     shards = sorted(shards, key=lambda s: (s.split, s.index))
     splits: dict[str, Any] = {}
+    label_keys = _label_keys(shards)
     for split, plan in state["splits"].items():
         mine = [s for s in shards if s.split == split]
         splits[split] = {
@@ -84,9 +85,11 @@ def make_manifest(state: Mapping[str, Any], shards: Iterable[ShardResult], run: 
                     "entries": s.entries,
                     "index": s.index_file,
                     "covers": [list(c) for c in s.covers],
+                    "labels": {key: dict(sorted((s.labels[key] or {}).items())) for key in label_keys},
                 }
                 for s in mine
             ],
+            "labels": label_totals(mine, label_keys),
         }
     config = state["config"]
     skipped = sum(v["skipped"] for v in splits.values())
@@ -110,6 +113,24 @@ def make_manifest(state: Mapping[str, Any], shards: Iterable[ShardResult], run: 
         },
         "errors": {"skipped": skipped, "file": layout.ERRORS if skipped else None},
     }
+
+
+def _label_keys(shards: list[ShardResult]) -> list[str]:
+    """Features counted as labels in every shard: one value per record, few distinct values."""
+    keys = {key for shard in shards for key in shard.labels}
+    return sorted(key for key in keys if all(shard.labels.get(key) is not None for shard in shards))
+
+
+def label_totals(shards: Iterable[ShardResult], keys: Iterable[str]) -> dict[str, dict[str, int]]:
+    """Per label feature, how many records of ``shards`` carry each value (most frequent first)."""
+    totals: dict[str, dict[str, int]] = {}
+    for key in keys:
+        counts: dict[str, int] = {}
+        for shard in shards:
+            for value, n in (shard.labels.get(key) or {}).items():
+                counts[value] = counts.get(value, 0) + n
+        totals[key] = dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+    return totals
 
 
 def error_lines(state: Mapping[str, Any], shards: Iterable[ShardResult]) -> list[dict[str, Any]]:

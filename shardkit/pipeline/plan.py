@@ -1,20 +1,24 @@
-"""The work plan: entries -> ``ShardTask``s, shard sizes, per-record seeds, all pure functions.
+"""The work plan's pure arithmetic: shard sizes and boundaries, shuffle keys, per-record seeds.
 
-Shard boundaries are a pure function of the entry count, and seeds of the data's identity.
-Nothing here touches files; the tasks (``pipeline.tasks``) are plain values any executor runs.
+Shard boundaries are a pure function of the entry count; the order of entries and of the
+records within a shard, and every augmentation seed, are pure functions of ``--seed`` and the
+data's identity, never of the worker, the executor or the order work is done in. Nothing here
+touches files (``pipeline.planner`` streams the inputs, ``pipeline.plan_files`` stores the plan).
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Sequence
-
-from shardkit.pipeline.entries import Entry
-from shardkit.pipeline.tasks import BuildSettings, ShardTask
 
 TARGET_SHARD_BYTES = 128 * 1024 * 1024  # middle of the 100-200 MB that tf.data reads well
 MAX_DEFAULT_RECORDS_PER_SHARD = 100_000
+# Small splits are still cut into several shards, so a pool or a cluster has work for every
+# core, but never into shards of fewer than MIN_DEFAULT_ENTRIES_PER_SHARD entries. Neither
+# number depends on the machine: the same command gives the same shards everywhere.
+MIN_DEFAULT_SHARDS = 16
+MIN_DEFAULT_ENTRIES_PER_SHARD = 64
+KEY_BYTES = 8  # 64-bit shuffle keys: ties are practically impossible, and broken by input position
 
 
 def shard_bounds(num_entries: int, records_per_shard: int) -> list[tuple[int, int]]:
@@ -34,23 +38,26 @@ def shard_bounds(num_entries: int, records_per_shard: int) -> list[tuple[int, in
     return bounds
 
 
-def default_entries_per_shard(num_entries: int, bytes_per_entry: float, workers: int, target_bytes: int = TARGET_SHARD_BYTES) -> int:
-    """Entries per shard so shards are about ``target_bytes``, and a split has at least as many
-    shards as workers (so no core idles) unless it has fewer entries than that."""
+def default_entries_per_shard(num_entries: int, bytes_per_entry: float, target_bytes: int = TARGET_SHARD_BYTES) -> int:
+    """Entries per shard so shards are about ``target_bytes`` (at most 100,000 records), and a
+    small split still has up to ``MIN_DEFAULT_SHARDS`` shards of at least 64 entries."""
     by_size = max(1, int(target_bytes // max(bytes_per_entry, 1.0)))
     by_size = min(by_size, MAX_DEFAULT_RECORDS_PER_SHARD)
     if num_entries == 0:
         return by_size
-    by_workers = max(1, math.ceil(num_entries / max(workers, 1)))
-    return min(by_size, by_workers)
+    shards = min(MIN_DEFAULT_SHARDS, math.ceil(num_entries / MIN_DEFAULT_ENTRIES_PER_SHARD))
+    return min(by_size, max(1, math.ceil(num_entries / shards)))
 
 
-def plan_split(split: str, entries: Sequence[Entry], entries_per_shard: int, settings: BuildSettings) -> list[ShardTask]:
-    bounds = shard_bounds(len(entries), entries_per_shard)
-    return [
-        ShardTask(split=split, index=i, num_shards=len(bounds), entries=tuple(entries[a:b]), settings=settings)
-        for i, (a, b) in enumerate(bounds)
-    ]
+def shuffle_key(seed: int, source: int, identity: str) -> bytes:
+    """Where an entry goes in its split's shuffled order: a hash of the seed, the position of
+    its index file among the inputs (two files may share a name) and its identity."""
+    return hashlib.blake2b(f"{seed}\0{source}\0{identity}".encode(), digest_size=KEY_BYTES, person=b"shuffle").digest()
+
+
+def record_key(seed: int, identity: str, copy: int) -> bytes:
+    """Where one record of an entry (``copy`` -1: the original) goes among its shard's records."""
+    return hashlib.blake2b(f"{seed}\0{identity}\0{copy}".encode(), digest_size=KEY_BYTES, person=b"records").digest()
 
 
 def record_seed(global_seed: int, identity: str, copy: int) -> int:

@@ -35,7 +35,7 @@ def check_out_folder(out_dir: str) -> None:
 
 def warn_if_short_of_space(out_dir: str, pending: Sequence[ShardTask], bytes_per_entry: Mapping[str, float]) -> None:
     """Warn when the shards still to build look bigger than the free space on OUT's filesystem."""
-    need = sum(len(task.entries) * bytes_per_entry[task.split] for task in pending)
+    need = sum(task.entries.entries * bytes_per_entry[task.split] for task in pending)
     free = shutil.disk_usage(out_dir).free
     if need > free:
         warnings.warn(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import glob
 import os
+import shutil
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,7 +22,7 @@ from shardkit.storage import atomic, layout
 from shardkit.storage.layout import shard_name
 from shardkit.version import __version__
 
-STATE_VERSION = 1
+STATE_VERSION = 2  # 2: the plan lives in files (.shardkit/plan-*), tasks carry byte ranges
 
 
 def prepare_state(
@@ -45,7 +46,7 @@ def prepare_state(
     }
 
     def same_build(state: dict[str, Any]) -> bool:
-        return state.get("fingerprint") == fingerprint and state.get("version") == STATE_VERSION and "splits" in state
+        return state.get("fingerprint") == fingerprint and state.get("version") == STATE_VERSION
 
     old = _read_state(state_path)
     if old is not None and same_build(old):
@@ -61,8 +62,19 @@ def prepare_state(
         remedy = "nodes of one build must share config, inputs and options; clear OUT" if multi_node else "use --overwrite"
         raise OutputError(f"{out_dir}: already holds a different build ({what}); {remedy} to replace it, or use another output folder")
     for path in leftovers:
-        os.remove(path)
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        else:
+            os.remove(path)
     return fresh
+
+
+def has_plan(out_dir: str, state: dict[str, Any]) -> bool:
+    """Whether ``state`` holds a plan whose files are all in place (a published plan folder is whole)."""
+    if "splits" not in state or "plan" not in state:
+        return False
+    folder = os.path.join(layout.state_dir(out_dir), state["plan"])
+    return all(os.path.isfile(os.path.join(folder, plan["file"])) for plan in state["splits"].values())
 
 
 def _read_state(path: str) -> dict[str, Any] | None:
@@ -91,6 +103,7 @@ def owned_files(out_dir: str) -> list[str]:
     found = [p for pattern in patterns for p in glob.glob(os.path.join(glob.escape(out_dir), pattern))]
     state = layout.state_dir(out_dir)
     found += glob.glob(os.path.join(glob.escape(state), "shards", "*.json"))
+    found += glob.glob(os.path.join(glob.escape(state), "plan-*"))
     found += [p for p in [os.path.join(state, "build.json")] if os.path.exists(p)]
     return sorted(set(found))
 

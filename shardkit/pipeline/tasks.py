@@ -8,11 +8,12 @@ built augmentation pipeline. A ``ShardResult`` is also what the per-shard record
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any
 
 from shardkit.pipeline.config import Config
-from shardkit.pipeline.entries import Entry
-from shardkit.storage.layout import shard_name
+from shardkit.pipeline.plan_files import PlanSlice, PlanSource
+from shardkit.storage.layout import shard_name, state_dir
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,6 +28,12 @@ class BuildSettings:
     fingerprint: str
     fsync: bool = True  # flush each shard to stable storage before its rename; off only for scratch disks
     index: bool = True  # write NAME.idx (offset and length per record) beside uncompressed shards
+    shuffle: bool = True  # records of one entry spread over its shard (the plan already shuffled entries)
+    plan: str = ""  # the plan's folder, under OUT/.shardkit
+
+    @property
+    def plan_dir(self) -> str:
+        return os.path.join(state_dir(self.out_dir), self.plan)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,7 +41,8 @@ class ShardTask:
     split: str
     index: int
     num_shards: int
-    entries: tuple[Entry, ...]
+    entries: PlanSlice  # this shard's lines of the plan file
+    sources: tuple[PlanSource, ...]  # the split's inputs, which the plan lines refer to by position
     settings: BuildSettings
 
     @property
@@ -61,6 +69,7 @@ class ShardResult:
     fingerprint: str
     seconds: float
     index_file: str | None = None  # NAME.idx beside the shard, when written
+    labels: dict[str, dict[str, int] | None] = dataclasses.field(default_factory=dict)  # label key -> value -> records
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -72,4 +81,15 @@ class ShardResult:
         fields["skipped"] = tuple(tuple(s) for s in fields["skipped"])
         fields["lengths"] = {k: tuple(v) for k, v in fields["lengths"].items()}
         fields["sizes"] = {k: (v[0], v[1], v[2], v[3], tuple(v[4])) for k, v in fields["sizes"].items()}
+        fields.setdefault("labels", {})
         return cls(**fields)
+
+
+def tasks_from_plan(splits: dict[str, Any], settings: BuildSettings) -> list[ShardTask]:
+    """Every shard task of a plan (the build state's ``splits``), split by split, in shard order."""
+    tasks = []
+    for name, plan in splits.items():
+        sources = tuple(PlanSource.from_dict(s) for s in plan["sources"])
+        for i, (start, stop, entries) in enumerate(plan["shards"]):
+            tasks.append(ShardTask(name, i, plan["num_shards"], PlanSlice(plan["file"], start, stop, entries), sources, settings))
+    return tasks

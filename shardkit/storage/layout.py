@@ -8,6 +8,8 @@ OUT/
   .shardkit/build.json               the build's fingerprint and resolved parameters
   .shardkit/shards/NAME.json         one record per finished shard (the commit point)
   .shardkit/lock                     held (flock) by the one build running into OUT
+  .shardkit/plan-<fingerprint>/      the plan: one file per split, its entries in shard order
+  .shardkit/tmp/                     scratch space while planning
 """
 
 from __future__ import annotations
@@ -32,6 +34,10 @@ def shard_name(split: str, index: int, num_shards: int, compression: str | None)
 
 def state_dir(out: str) -> str:
     return os.path.join(out, STATE_DIR)
+
+
+def scratch_dir(out: str) -> str:
+    return os.path.join(state_dir(out), "tmp")
 
 
 def temp_path(out: str, name: str, tag: str) -> str:

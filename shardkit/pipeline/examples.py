@@ -1,0 +1,190 @@
+"""One entry -> its serialized records: load the files, probe, augment, encode ``tf.train.Example``.
+
+The per-record steps of a shard, each a small method, with the running statistics the manifest
+gets from every shard: list lengths, image sizes, and how many records carry each label value.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from shardkit.formats import image_codec
+from shardkit.formats.example_proto import FeatureValue, encode_example
+from shardkit.pipeline.config import Config, FeatureSpec
+from shardkit.pipeline.entries import Entry
+from shardkit.pipeline.plan import record_seed
+from shardkit.pipeline.tasks import ShardTask
+
+MAX_LABEL_VALUES = 64  # an int64 feature with more distinct values than this is not counted as a label
+
+
+class _Stats:
+    """Running min/max of list lengths and image sizes, for the manifest's schema, and per label
+    feature (class names, and int64 scalars with few values) how many records carry each value."""
+
+    def __init__(self, config: Config) -> None:
+        self.lengths: dict[str, tuple[int, int]] = {}
+        self.sizes: dict[str, tuple[int, int, int, int, tuple[int, ...]]] = {}
+        self.labels: dict[str, dict[str, int] | None] = {f.key: {} for f in config.features if f.kind in ("class_name", "int64")}
+
+    def label(self, key: str, value: str | None) -> None:
+        """Count one record's ``value`` of ``key``; None: this value is not a label (a list)."""
+        counts = self.labels[key]
+        if counts is None:
+            return
+        if value is None or (value not in counts and len(counts) == MAX_LABEL_VALUES):
+            self.labels[key] = None  # too many values, or lists: not a label
+            return
+        counts[value] = counts.get(value, 0) + 1
+
+    def length(self, key: str, n: int) -> None:
+        lo, hi = self.lengths.get(key, (n, n))
+        self.lengths[key] = (min(lo, n), max(hi, n))
+
+    def size(self, key: str, height: int, width: int, channels: int) -> None:
+        if key not in self.sizes:
+            self.sizes[key] = (height, height, width, width, (channels,))
+            return
+        h0, h1, w0, w1, ch = self.sizes[key]
+        self.sizes[key] = (min(h0, height), max(h1, height), min(w0, width), max(w1, width), tuple(sorted({*ch, channels})))
+
+
+class _Loaded:
+    """One entry's files read into memory, headers probed, pixels decoded on first need."""
+
+    def __init__(self, entry: Entry, config: Config) -> None:
+        self.entry = entry
+        self.files: dict[str, bytes] = {}
+        self.paths: dict[str, str] = {}
+        self.infos: dict[str, image_codec.ImageInfo] = {}
+        self.modes: dict[str, str] = {}
+        self._arrays: dict[str, Any] = {}
+        for spec, value in zip(config.features, entry.values, strict=True):
+            if spec.kind not in ("image", "mask", "bytes"):
+                continue
+            self.paths[spec.key] = value
+            self.files[spec.key] = _read_file(value, spec.key)
+            if spec.is_image:
+                with _naming(spec.key, value):
+                    info = image_codec.probe(self.files[spec.key])
+                    self.infos[spec.key] = info
+                    self.modes[spec.key] = image_codec.stored_mode(info, spec.kind, spec.channels, spec.encoding or "png")
+        first_image = next((f.key for f in config.features if f.kind == "image"), None)
+        for spec in config.features:
+            if spec.kind == "mask" and first_image is not None:
+                img, mask = self.infos[first_image], self.infos[spec.key]
+                if (img.width, img.height) != (mask.width, mask.height):
+                    raise image_codec.ImageProblem(
+                        f"mask {spec.key!r} is {mask.width}x{mask.height} but image {first_image!r} is {img.width}x{img.height}"
+                    )
+
+    def array(self, spec: FeatureSpec) -> Any:
+        if spec.key not in self._arrays:
+            with _naming(spec.key, self.paths[spec.key]):
+                self._arrays[spec.key] = image_codec.decode(self.files[spec.key], self.modes[spec.key], spec.kind == "mask")
+        return self._arrays[spec.key]
+
+
+@contextlib.contextmanager
+def _naming(key: str, path: str) -> Iterator[None]:
+    """Prefix an image problem with the feature and the file it came from."""
+    try:
+        yield
+    except image_codec.ImageProblem as exc:
+        raise image_codec.ImageProblem(f"{key}: {path}: {exc}") from None
+
+
+def _read_file(path: str, key: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise image_codec.ImageProblem(f"{key}: {path}: file not found") from None
+    except IsADirectoryError:
+        raise image_codec.ImageProblem(f"{key}: {path}: is a folder, not a file") from None
+    except OSError as exc:
+        raise image_codec.ImageProblem(f"{key}: {path}: cannot read: {exc.strerror}") from None
+
+
+class RecordMaker:
+    """Turns entries into serialized Examples: the per-record steps, each a small method."""
+
+    def __init__(self, task: ShardTask) -> None:
+        settings = task.settings
+        self.config = settings.config
+        self.seed = settings.seed
+        self.class_ids = {
+            spec.key: {name: i for i, name in enumerate(spec.classes or ())} for spec in self.config.features if spec.kind == "class_name"
+        }
+        self.augmenter = None
+        if self.config.augment is not None and self.config.augment.copies > 0:
+            from shardkit.pipeline.augment import Augmenter
+
+            self.augmenter = Augmenter(
+                self.config.augment.pipeline,
+                [f.key for f in self.config.features if f.kind == "image"],
+                [f.key for f in self.config.features if f.kind == "mask"],
+            )
+        self.stats = _Stats(self.config)
+        augment = self.config.augment
+        # Which record each of records_for's results is: -1 the original, then the copies.
+        self.copies = ([-1] if augment is None or augment.keep_original else []) + list(range(augment.copies if augment else 0))
+
+    def records_for(self, entry: Entry) -> list[bytes]:
+        """All records of one entry, as ``self.copies`` numbers them: the original (if kept or
+        not augmenting), then the augmented copies."""
+        loaded = _Loaded(entry, self.config)
+        augment = self.config.augment
+        out = []
+        if augment is None or augment.keep_original:
+            out.append(self._example(loaded, None))
+        if augment is not None and self.augmenter is not None:
+            for copy in range(augment.copies):
+                arrays = {f.key: loaded.array(f) for f in self.config.features if f.is_image}
+                try:
+                    augmented = self.augmenter(arrays, record_seed(self.seed, entry.identity, copy))
+                except Exception as exc:  # albumentations raises many types for impossible params
+                    raise image_codec.ImageProblem(f"augmentation failed: {type(exc).__name__}: {exc}") from None
+                out.append(self._example(loaded, augmented))
+        return out
+
+    def _example(self, loaded: _Loaded, augmented: dict[str, Any] | None) -> bytes:
+        features: dict[str, tuple[str, FeatureValue]] = {}
+        for spec, value in zip(self.config.features, loaded.entry.values, strict=True):
+            if spec.is_image:
+                self._image_feature(spec, loaded, augmented, features)
+            elif spec.kind == "class_name":
+                features[spec.key] = ("int64", [self.class_ids[spec.key][value]])
+                self.stats.label(spec.key, value)
+            elif spec.kind == "bytes":
+                features[spec.key] = ("bytes", [loaded.files[spec.key]])
+            elif spec.kind == "string":
+                features[spec.key] = ("bytes", [value])
+            else:
+                features[spec.key] = (spec.dtype, value)
+                if spec.kind == "int64":
+                    self.stats.label(spec.key, str(value[0]) if len(value) == 1 else None)
+        for key, (_, values) in features.items():
+            self.stats.length(key, len(values))
+        return encode_example(features)
+
+    def _image_feature(
+        self, spec: FeatureSpec, loaded: _Loaded, augmented: dict[str, Any] | None, out: dict[str, tuple[str, FeatureValue]]
+    ) -> None:
+        info = loaded.infos[spec.key]
+        mode = loaded.modes[spec.key]
+        encoding = spec.encoding or "png"
+        if augmented is None and image_codec.can_pass_through(info, encoding, mode):
+            data, height, width = loaded.files[spec.key], info.height, info.width
+        else:
+            array = augmented[spec.key] if augmented is not None else loaded.array(spec)
+            data = image_codec.encode(array, encoding, spec.quality)
+            height, width = int(array.shape[0]), int(array.shape[1])
+        channels = image_codec.channels_of(mode)
+        out[spec.key] = ("bytes", [data])
+        out[f"{spec.key}/height"] = ("int64", [height])
+        out[f"{spec.key}/width"] = ("int64", [width])
+        out[f"{spec.key}/channels"] = ("int64", [channels])
+        self.stats.size(spec.key, height, width, channels)

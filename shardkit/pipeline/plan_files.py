@@ -1,0 +1,120 @@
+"""The plan on disk: one file per split, its entries in shard order, one line each.
+
+``OUT/.shardkit/plan-<fingerprint>/<split>.plan`` holds ``KEY\\tSOURCE\\tLINE\\tROW`` lines:
+the entry's shuffle key (hex), the position of its index file among the split's sources, its
+line number, and the row as read (a ``.txt`` or ``.jsonl`` line verbatim; other rows as a JSON
+list). A task carries a ``PlanSlice``, the byte range of its shard's lines, and the worker reads
+and types those entries itself: no process ever holds a split's entries in memory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+from shardkit.pipeline.config import Config
+from shardkit.pipeline.entries import Entry, to_entry
+from shardkit.pipeline.index_files import Row
+from shardkit.pipeline.plan import shard_bounds
+from shardkit.storage.atomic import flush_to_disk
+
+FOLDER_NAMES = ("image", "label")
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanSource:
+    """One input of a split: an index file, or one split's root of an ImageFolder tree."""
+
+    path: str  # as given: what error messages name
+    folder: str  # absolute: what relative paths inside it resolve against, on any machine
+    format: str  # txt, csv, tsv, jsonl or folder
+    names: tuple[str, ...] | None = None  # csv/tsv header
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "folder": self.folder, "format": self.format, "names": list(self.names) if self.names else None}
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> PlanSource:
+        names = raw.get("names")
+        return cls(raw["path"], raw["folder"], raw["format"], tuple(names) if names else None)
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanSlice:
+    """The lines of one shard: ``file`` (relative to ``.shardkit/``), bytes ``start:stop``."""
+
+    file: str
+    start: int
+    stop: int
+    entries: int
+
+
+def encode_line(key: bytes, source: int, row: Row) -> bytes:
+    if row.text is not None:
+        payload = row.text
+    elif row.key:
+        payload = json.dumps([*row.values, row.key])
+    else:
+        payload = json.dumps(list(row.values))
+    return f"{key.hex()}\t{source}\t{row.line}\t{payload}".encode("utf-8", "surrogateescape")
+
+
+def decode_row(line: bytes, sources: Sequence[PlanSource]) -> tuple[Row, PlanSource]:
+    _, position, number, payload = line.decode("utf-8", "surrogateescape").split("\t", 3)
+    source = sources[int(position)]
+    if source.format == "txt":
+        return Row(source.path, int(number), tuple(payload.split()), text=payload), source
+    if source.format == "jsonl":
+        obj = json.loads(payload)
+        return Row(source.path, int(number), tuple(obj.values()), tuple(obj.keys()), text=payload), source
+    values = json.loads(payload)
+    if source.format == "folder":
+        return Row(source.path, int(number), tuple(values[:2]), FOLDER_NAMES, values[2]), source
+    return Row(source.path, int(number), tuple(values), source.names), source
+
+
+def read_entries(plan_dir: str, part: PlanSlice, sources: Sequence[PlanSource], config: Config) -> Iterator[Entry]:
+    """The entries of one shard, typed and with paths resolved, in plan order."""
+    with open(os.path.join(plan_dir, part.file), "rb") as f:
+        f.seek(part.start)
+        data = f.read(part.stop - part.start)
+    if len(data) != part.stop - part.start:
+        raise OSError(f"{part.file}: the plan file is shorter than this build's state says")
+    lines = data.split(b"\n")
+    lines.pop()
+    del data
+    for line in lines:
+        row, source = decode_row(line, sources)
+        yield to_entry(row, config, source.folder)
+
+
+def write_plan(path: str, buckets: Iterable[list[bytes]], num_entries: int, per_shard: int, durable: bool = True) -> list[list[int]]:
+    """Write the ordered lines to ``path`` (flushed to disk when ``durable``); returns each
+    shard's ``[start, stop, entries]``."""
+    bounds = shard_bounds(num_entries, per_shard)
+    shards: list[list[int]] = []
+    offset = seen = 0  # bytes written, lines written
+    with open(path, "wb") as f:
+        for lines in buckets:
+            first, seen = seen, seen + len(lines)
+            done = 0  # lines of this bucket already counted into offset
+            while len(shards) < len(bounds) and bounds[len(shards)][1] <= seen:  # a shard ends in this bucket
+                a, b = bounds[len(shards)]
+                inside = b - first
+                offset += sum(map(len, lines[done:inside])) + inside - done
+                shards.append([offset, b - a])
+                done = inside
+            offset += sum(map(len, lines[done:])) + len(lines) - done
+            if lines:
+                f.write(b"\n".join(lines))
+                f.write(b"\n")
+        if durable:
+            f.flush()
+            flush_to_disk(f.fileno())
+    if seen != num_entries:
+        raise AssertionError(f"the plan has {seen} lines, {num_entries} were counted")
+    starts = [0] + [stop for stop, _ in shards[:-1]]
+    return [[start, stop, count] for start, (stop, count) in zip(starts, shards, strict=True)]
