@@ -273,8 +273,11 @@ def test_a_full_disk_is_one_line_and_the_resume_completes(augmented: Path, augme
         done = subprocess.run(build_command(augmented, out), env=ENV, capture_output=True, text=True, timeout=300)
         assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
         warning, error = done.stderr.strip().splitlines()
-        assert re.fullmatch(rf"Warning: {re.escape(str(out))}: the shards still to build need about .* MB and its disk has .* free; "
-                            r"the build may run out of space \(finished shards are kept: free space and rerun to resume\)", warning)
+        assert re.fullmatch(
+            rf"Warning: {re.escape(str(out))}: the shards still to build need about .* MB and its disk has .* free; "
+            r"the build may run out of space \(finished shards are kept: free space and rerun to resume\)",
+            warning,
+        )
         assert re.fullmatch(rf"Error: no space left on device writing {re.escape(str(out))}/\S+: (\d+) of {SHARDS} shards finished and "
                             "kept; free space and rerun the same command to resume", error), error  # fmt: skip
         assert not list(out.glob(".*incomplete*"))

@@ -29,7 +29,8 @@ def test_segmentation_folder_reads_through_tfds(seg_data: Path, tmp_path: Path) 
         theirs = list(tfds.as_numpy(builder.as_dataset(split=split, shuffle_files=False)))
         assert len(theirs) == len(ours)
         for mine, other in zip(ours, theirs, strict=True):
-            assert set(other) == {"image", "mask"}
+            assert set(other) == {"image", "mask", "source_id"}
+            assert other["source_id"] == mine["source_id"]
             assert other["image"].dtype == np.uint8 and other["image"].shape == (48, 64, 3)
             assert np.array_equal(other["image"], tf.io.decode_jpeg(mine["image"]).numpy())
             assert np.array_equal(other["mask"], tf.io.decode_png(mine["mask"]).numpy())
@@ -62,5 +63,7 @@ def test_class_labels_numbers_and_text(cls_data: Path, tmp_path: Path) -> None:
     )
     shardkit.build([tmp_path / "train.jsonl"], tmp_path / "nums", config=config, workers=1, progress=False)
     rows = list(tfds.as_numpy(tfds.builder_from_directory(str(tmp_path / "nums")).as_dataset(split="train", shuffle_files=False)))
+    rows.sort(key=lambda r: r["source_id"])  # train.jsonl:1, :2, :3
+    assert [r["source_id"] for r in rows] == [b"train.jsonl:1", b"train.jsonl:2", b"train.jsonl:3"]
     assert [int(r["n"]) for r in rows] == [0, 1, 2] and [r["s"] for r in rows] == [b"t0", b"t1", b"t2"]
     assert rows[1]["x"].tolist() == [1.5, 1.0] and rows[0]["image"].shape == (32, 40, 3)

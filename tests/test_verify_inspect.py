@@ -87,7 +87,7 @@ def test_shardkit_output_verifies_and_inspects_from_the_manifest(built: Path) ->
     report = verify([str(built)], deep=True, workers=2)
     assert report.ok and len(report.files) == 6 and sum(f.records for f in report.files) == 32
     code, output = _cli("inspect", str(built))
-    assert code == 0 and "train       4       24" in output and "mask            bytes  scalar  png, 48x64, channels 1" in output
+    assert code == 0 and "train       4       24" in output and "mask            bytes   scalar  png, 48x64, channels 1" in output
     assert all(len(line) <= 80 for line in output.splitlines() if line.startswith("  "))  # tables fit 80 columns
     code, output = _cli("inspect", str(built), "--json")
     doc = json.loads(output)

@@ -8,6 +8,7 @@ including whether records are ``tf.train.Example`` at all.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -162,7 +163,40 @@ def describe_output(output: Output) -> dict[str, Any]:
         "totals": m.get("totals", {}),
         "schema": m.get("schema", []),
         "classes": m.get("classes", {}),
+        "label_balance": [balance for name, info in m["splits"].items() for balance in label_balance(name, info)],
     }
+
+
+def label_balance(split: str, info: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per label feature of a split: how far the most lopsided shard's label mix is from the
+    split's (total variation distance, 0 = the same mix, 1 = nothing in common), next to what
+    shards of that size drawn at random from the split would show on average."""
+    out = []
+    for key, totals in info.get("labels", {}).items():
+        records = sum(totals.values())
+        if not records:
+            continue
+        split_mix = {value: n / records for value, n in totals.items()}
+        worst: tuple[float, str, int] = (-1.0, "", 0)
+        for shard in info["shards"]:
+            counts = (shard.get("labels") or {}).get(key, {})
+            n = sum(counts.values())
+            if n:
+                distance = 0.5 * sum(abs(counts.get(value, 0) / n - p) for value, p in split_mix.items())
+                worst = max(worst, (distance, shard["name"], n))
+        if worst[2]:
+            by_chance = 0.5 * sum(math.sqrt(2 * p * (1 - p) / (math.pi * worst[2])) for p in split_mix.values())
+            out.append(
+                {
+                    "split": split,
+                    "key": key,
+                    "values": len(totals),
+                    "largest_deviation": round(worst[0], 3),
+                    "shard": worst[1],
+                    "by_chance": round(min(by_chance, 1.0), 3),
+                }
+            )
+    return out
 
 
 def inspect(paths: Sequence[str], *, records: int | None = 100, compression: str = "auto") -> dict[str, Any]:

@@ -60,6 +60,15 @@ def output_text(info: dict[str, Any]) -> list[str]:
     for key, names in info["classes"].items():
         shown = ", ".join(names[:8]) + (f", ... ({len(names)} in all)" if len(names) > 8 else "")
         lines.append(f"classes of {key}: {shown}")
+    if info.get("label_balance"):
+        lines.append("")
+        lines.append("label balance: the shard whose mix differs most from its split's (0 = the same)")
+        rows = [["label", "split", "values", "deviation", "at random", "shard"]]
+        rows += [
+            [b["key"], b["split"], str(b["values"]), f"{b['largest_deviation']:.3f}", f"{b['by_chance']:.3f}", b["shard"]]
+            for b in info["label_balance"]
+        ]
+        lines += table(rows, right=(2, 3, 4))
     return lines
 
 

@@ -55,6 +55,18 @@ def shuffle_key(seed: int, source: int, identity: str) -> bytes:
     return hashlib.blake2b(f"{seed}\0{source}\0{identity}".encode(), digest_size=KEY_BYTES, person=b"shuffle").digest()
 
 
+class ShuffleKeys:
+    """``shuffle_key`` for many entries of one source: the hash of the common prefix is reused."""
+
+    def __init__(self, seed: int, source: int) -> None:
+        self._prefix = hashlib.blake2b(f"{seed}\0{source}\0".encode(), digest_size=KEY_BYTES, person=b"shuffle")
+
+    def __call__(self, identity: str) -> bytes:
+        digest = self._prefix.copy()
+        digest.update(identity.encode())
+        return digest.digest()
+
+
 def record_key(seed: int, identity: str, copy: int) -> bytes:
     """Where one record of an entry (``copy`` -1: the original) goes among its shard's records."""
     return hashlib.blake2b(f"{seed}\0{identity}\0{copy}".encode(), digest_size=KEY_BYTES, person=b"records").digest()

@@ -20,9 +20,10 @@ from typing import Any
 
 from shardkit.errors import EntryError
 from shardkit.pipeline.config import Config
-from shardkit.pipeline.entries import checked_rows, with_classes
+from shardkit.pipeline.entries import checked_rows, to_entry, with_classes
+from shardkit.pipeline.index_files import Row
 from shardkit.pipeline.inputs import SplitInput
-from shardkit.pipeline.plan import KEY_BYTES, default_entries_per_shard, shuffle_key
+from shardkit.pipeline.plan import KEY_BYTES, ShuffleKeys, default_entries_per_shard
 from shardkit.pipeline.plan_files import PlanSource, encode_line, write_plan
 from shardkit.pipeline.spool import Spool
 
@@ -51,18 +52,17 @@ def make_plan(
     durable: bool = True,
 ) -> Plan:
     """Write every split's plan file into ``folder`` (which must exist); scratch space is under it."""
-    open_classes = [(i, spec.key) for i, spec in enumerate(config.features) if spec.kind == "class_name" and spec.classes is None]
-    classes: dict[str, set[str]] = {key: set() for _, key in open_classes}
+    classes: dict[str, set[str]] = {spec.key: set() for spec in config.features if spec.kind == "class_name" and spec.classes is None}
     skipped: list[dict[str, Any]] = []
     spooled = {}
     for name, split_input in splits.items():
         errors: list[EntryError] = []
-        spooled[name] = _spool_split(name, split_input, config, folder, seed, shuffle, on_error, errors, open_classes, classes)
+        spooled[name] = _spool_split(name, split_input, config, folder, seed, shuffle, on_error, errors, classes)
         skipped += [{"split": name, "source": e.source, "line": e.line, "reason": e.reason} for e in errors]
     config = with_classes(config, classes)
     plans = {}
     for name, (spool, sources, sample) in spooled.items():
-        per_entry = _bytes_per_entry(sample, sources, config)
+        per_entry = _bytes_per_entry(sample, config)
         per_shard = records_per_shard or default_entries_per_shard(spool.lines, per_entry)
         file = f"{name}.plan"
         shards = write_plan(os.path.join(folder, file), spool.buckets(), spool.lines, per_shard, durable)
@@ -88,39 +88,40 @@ def _spool_split(
     shuffle: bool,
     on_error: str,
     errors: list[EntryError],
-    open_classes: list[tuple[int, str]],
     classes: dict[str, set[str]],
-) -> tuple[Spool, list[PlanSource], list[tuple[int, int, tuple[Any, ...]]]]:
+) -> tuple[Spool, list[PlanSource], list[tuple[int, tuple[Any, ...]]]]:
     sources = list(split_input.sources)
     position = {s.path: i for i, s in enumerate(sources)}
     spool = Spool(os.path.join(folder, f"{name}.spool"), sort=shuffle)
-    sample: list[tuple[int, int, tuple[Any, ...]]] = []  # the SAMPLE smallest keys, as (-key, source, values)
-    for row, entry in checked_rows(split_input.rows, config, on_error, errors):
+    sample: list[tuple[int, int, int, Row]] = []  # the SAMPLE smallest keys, as (-key, tiebreak, source, row)
+    keys = [ShuffleKeys(seed, i) for i in range(len(sources))]
+    for row in checked_rows(split_input.rows, config, on_error, errors, classes):
         source = position[row.source]
-        key = shuffle_key(seed, source, row.identity)
-        spool.add(encode_line(key if shuffle else spool.lines.to_bytes(KEY_BYTES, "big"), source, row))
+        key = keys[source](row.identity)
+        if shuffle:
+            spool.add(encode_line(key, source, row), key[0])
+        else:
+            spool.add(encode_line(spool.lines.to_bytes(KEY_BYTES, "big"), source, row), 0)
         if row.names is not None and row.text is None and sources[source].names is None:
             sources[source] = dataclasses.replace(sources[source], names=row.names)  # a csv header
-        for i, key_name in open_classes:
-            classes[key_name].add(entry.values[i])
         rank = -int.from_bytes(key, "big")
         if len(sample) < SAMPLE:
-            heapq.heappush(sample, (rank, source, entry.values))
+            heapq.heappush(sample, (rank, spool.lines, source, row))
         elif rank > sample[0][0]:
-            heapq.heapreplace(sample, (rank, source, entry.values))
-    return spool, sources, sample
+            heapq.heapreplace(sample, (rank, spool.lines, source, row))
+    return spool, sources, [(source, to_entry(row, config, sources[source].folder).values) for _, _, source, row in sample]
 
 
-def _bytes_per_entry(sample: list[tuple[int, int, tuple[Any, ...]]], sources: list[PlanSource], config: Config) -> float:
+def _bytes_per_entry(sample: list[tuple[int, tuple[Any, ...]]], config: Config) -> float:
     """Output bytes per entry, from the input file sizes of a uniform sample of the entries."""
     if not sample:
         return 1.0
     file_columns = [i for i, f in enumerate(config.features) if f.kind in ("image", "mask", "bytes")]
     sizes = []
-    for _, source, values in sample:
+    for _, values in sample:
         total = 0
         for i in file_columns:
             with contextlib.suppress(OSError):
-                total += os.path.getsize(os.path.join(sources[source].folder, values[i]))
+                total += os.path.getsize(values[i])
         sizes.append(total + 64)
     return (sum(sizes) / len(sizes)) * config.records_per_entry

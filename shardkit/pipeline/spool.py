@@ -25,9 +25,10 @@ class Spool:
         self._spilled = False
         self.lines = 0
 
-    def add(self, line: bytes) -> None:
-        """Add one line (no newline in it); sorted spools bucket it by its first two hex digits."""
-        buffer = self._buffers[int(line[:2], 16)] if self.sort else self._buffers[0]
+    def add(self, line: bytes, bucket: int) -> None:
+        """Add one line (no newline in it). ``bucket``: its key's first byte (what its first two hex
+        digits say, so that buckets in order are lines in order); ignored when not sorting."""
+        buffer = self._buffers[bucket] if self.sort else self._buffers[0]
         buffer += line
         buffer += b"\n"
         self._buffered += len(line) + 1
