@@ -9,6 +9,7 @@ Numeric lists are written packed, as proto3 does and as TensorFlow's parser expe
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -23,12 +24,7 @@ _DTYPE_FIELD: dict[str, int] = {"bytes": _BYTES, "float": _FLOAT, "int64": _INT6
 _FIELD_DTYPE: dict[int, Dtype] = {_BYTES: "bytes", _FLOAT: "float", _INT64: "int64"}
 
 
-_SMALL_VARINTS = [bytes((i,)) for i in range(128)]
-
-
-def _varint(value: int) -> bytes:
-    if 0 <= value < 128:
-        return _SMALL_VARINTS[value]  # tags, keys and short lengths: the common case, no allocation
+def _compute_varint(value: int) -> bytes:
     value &= 0xFFFFFFFFFFFFFFFF  # negative int64 values are ten-byte two's complement varints
     out = bytearray()
     while value > 0x7F:
@@ -36,6 +32,17 @@ def _varint(value: int) -> bytes:
         value >>= 7
     out.append(value)
     return bytes(out)
+
+
+# Tags, keys, short lengths and the lengths of small images: looked up, not computed (0.5 MB).
+_VARINTS_UP_TO = 1 << 14
+_VARINTS = [_compute_varint(i) for i in range(_VARINTS_UP_TO)]
+
+
+def _varint(value: int) -> bytes:
+    if 0 <= value < _VARINTS_UP_TO:
+        return _VARINTS[value]
+    return _compute_varint(value)
 
 
 _LEN_TAGS = {field: _varint((field << 3) | 2) for field in (1, 2, 3)}
@@ -47,6 +54,10 @@ def _len_field(field: int, payload: bytes) -> bytes:
 
 def encode_feature(dtype: str, values: FeatureValue) -> bytes:
     """One ``Feature`` message."""
+    if dtype == "int64" and len(values) == 1:
+        value = int(values[0])  # type: ignore[arg-type]
+        if 0 <= value < _SMALL_INT_FEATURES_UP_TO:
+            return _SMALL_INT_FEATURES[value]
     if dtype == "bytes":
         body = b"".join(_len_field(1, bytes(v)) for v in values)  # type: ignore[arg-type]
     elif dtype == "float":
@@ -60,13 +71,66 @@ def encode_feature(dtype: str, values: FeatureValue) -> bytes:
     return _len_field(_DTYPE_FIELD[dtype], body)
 
 
+_SMALL_INT_FEATURES_UP_TO = 1 << 12  # image sizes, channels, class ids: most int64 features
+_SMALL_INT_FEATURES = [_len_field(_INT64, _len_field(1, _varint(v))) for v in range(_SMALL_INT_FEATURES_UP_TO)]
+
+
+@functools.lru_cache(maxsize=4096)
+def _map_key(key: str) -> bytes:
+    """The start of a ``map<string, Feature>`` entry up to its value's length: tag, key, value tag."""
+    encoded = key.encode()
+    return b"\x0a" + _varint(len(encoded)) + encoded + b"\x12"
+
+
+def _element(head: bytes, feature: bytes) -> bytes:
+    """One entry of ``Features``' map, with its tag and length: (key, feature)."""
+    return _len_field(1, head + _varint(len(feature)) + feature)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _small_int_element(key: str, value: int) -> bytes:
+    return _element(_map_key(key), _SMALL_INT_FEATURES[value])
+
+
+_TAG1 = _LEN_TAGS[1]
+_BYTES_TAG = _LEN_TAGS[_BYTES]
+
+
 def encode_example(features: Mapping[str, tuple[str, FeatureValue]]) -> bytes:
-    """Serialize ``{key: (dtype, values)}`` as a ``tf.train.Example``; keys are written sorted."""
-    entries = b"".join(
-        _len_field(1, _len_field(1, key.encode()) + _len_field(2, encode_feature(dtype, values)))
-        for key, (dtype, values) in sorted(features.items())
-    )
-    return _len_field(1, entries)
+    """Serialize ``{key: (dtype, values)}`` as a ``tf.train.Example``; keys are written sorted.
+
+    The pieces of every nested message are collected with their lengths worked out ahead, and
+    joined once: each value (an image's bytes, most often) is copied once, not once per level.
+    """
+    pieces: list[bytes] = []
+    total = 0
+    for key, (dtype, values) in sorted(features.items()):
+        head = _map_key(key)
+        if dtype == "bytes":
+            body = 0  # BytesList: (tag, length, value) per value
+            start = len(pieces)
+            for value in values:
+                data = value if isinstance(value, bytes) else bytes(value)  # type: ignore[arg-type]
+                n = len(data)
+                size = _VARINTS[n] if n < _VARINTS_UP_TO else _compute_varint(n)
+                pieces += (_TAG1, size, data)
+                body += 1 + len(size) + n
+            list_size = _VARINTS[body] if body < _VARINTS_UP_TO else _compute_varint(body)
+            feature = 1 + len(list_size) + body
+            feature_size = _VARINTS[feature] if feature < _VARINTS_UP_TO else _compute_varint(feature)
+            entry = len(head) + len(feature_size) + feature
+            entry_size = _VARINTS[entry] if entry < _VARINTS_UP_TO else _compute_varint(entry)
+            pieces[start:start] = (_TAG1, entry_size, head, feature_size, _BYTES_TAG, list_size)
+            total += 1 + len(entry_size) + entry
+        elif dtype == "int64" and len(values) == 1 and type(values[0]) is int and 0 <= values[0] < _SMALL_INT_FEATURES_UP_TO:
+            element = _small_int_element(key, values[0])  # sizes, channels, class ids: the same few, again and again
+            pieces.append(element)
+            total += len(element)
+        else:
+            element = _element(head, encode_feature(dtype, values))
+            pieces.append(element)
+            total += len(element)
+    return b"".join((_TAG1, _varint(total), *pieces))
 
 
 class DecodeError(ValueError):

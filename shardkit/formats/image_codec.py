@@ -76,16 +76,15 @@ def _probe_jpeg(data: bytes) -> ImageInfo | None:
         if marker == 0xFF:  # fill byte
             pos += 1
             continue
-        (length,) = struct.unpack(">H", data[pos + 2 : pos + 4])
         if marker in _JPEG_SOF:
             if pos + 10 > end:
                 return None
-            height, width = struct.unpack(">HH", data[pos + 5 : pos + 9])
+            height, width = (data[pos + 5] << 8) | data[pos + 6], (data[pos + 7] << 8) | data[pos + 8]
             mode = _JPEG_MODES.get(data[pos + 9])
             if mode is None or not width or not height:
                 return None
             return ImageInfo("JPEG", mode, width, height)
-        pos += 2 + length
+        pos += 2 + ((data[pos + 2] << 8) | data[pos + 3])  # the segment's length, big-endian
     return None
 
 

@@ -64,12 +64,15 @@ def _short_repr(value: Any) -> str:
 def typed_value(row: Row, spec: FeatureSpec, txt_names: tuple[str, ...] | None, folder: str | None) -> Any:
     """The value of ``spec`` for ``row``, converted and checked; file paths joined to ``folder``
     (absolute: the index file's own), or left as written when ``folder`` is None."""
-    raw = row.identity if spec.column == IDENTITY_COLUMN else row.get(spec.column, txt_names)
+    raw = row.get(spec.column, txt_names)
     if spec.kind in ("image", "mask", "bytes"):
         if not isinstance(raw, str) or not raw:
             raise EntryError(row.source, row.line, f"{spec.key}: expected a file path, got {raw!r}")
         # Relative paths resolve against the index file's folder, not the working directory.
-        return raw if folder is None else os.path.normpath(os.path.join(folder, raw))
+        if folder is None:
+            return raw
+        path = raw if raw[0] == "/" else f"{folder}/{raw}"
+        return os.path.normpath(path) if "/." in path or "//" in path or path[-1] == "/" else path
     if spec.kind in ("int64", "float"):
         return _number_list(raw, spec, row)
     if spec.kind == "string":
@@ -99,8 +102,13 @@ def check_columns(row: Row, config: Config) -> None:
 
 
 def to_entry(row: Row, config: Config, folder: str | None = None) -> Entry:
-    values = tuple(typed_value(row, spec, config.columns, folder) for spec in config.features)
-    return Entry(source=row.source, line=row.line, identity=row.identity, values=values)
+    identity = row.identity
+    values = tuple(
+        # Any file name is an identity, also one that is not valid UTF-8: its bytes are kept.
+        identity.encode("utf-8", "surrogateescape") if spec.column == IDENTITY_COLUMN else typed_value(row, spec, config.columns, folder)
+        for spec in config.features
+    )
+    return Entry(source=row.source, line=row.line, identity=identity, values=values)
 
 
 def checked_rows(
