@@ -65,8 +65,8 @@ def make_index(path: Path, count: int, images: list[str]) -> None:
         written = 0
         for label in CLASSES:
             block = min(per_class, count - written)
-            lines = [f"images/{images[(written + i) % len(images)]} {label}\n" for i in range(block)]
-            f.writelines(lines)
+            for start in range(0, block, 100_000):  # streamed: this process stays small, and so do the children it forks
+                f.writelines(f"images/{images[(written + i) % len(images)]} {label}\n" for i in range(start, min(block, start + 100_000)))
             written += block
 
 
@@ -83,8 +83,16 @@ AUGMENT = {
     },
 }
 
-CHILD_PLAN = r"""
-import json, resource, sys, time, os
+# Peak RSS from /proc (VmHWM): ru_maxrss keeps the high-water mark of the process that exec'd the child.
+PEAK = """
+def peak_mb():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM"):
+            return int(line.split()[1]) / 1024
+"""
+
+CHILD_PLAN = PEAK + r"""
+import json, sys, time, os
 from shardkit.pipeline.config import parse_config
 from shardkit.pipeline.entries import with_source_id
 from shardkit.pipeline.inputs import rows_by_split, resolve_config
@@ -94,11 +102,11 @@ started = time.perf_counter()
 splits, inputs = rows_by_split([index], None, None, ())
 cfg = with_source_id(resolve_config(parse_config(config), splits))
 plan = make_plan(splits, cfg, folder, seed=0, shuffle=True, records_per_shard=None, on_error="fail")
-print(json.dumps({"seconds": time.perf_counter() - started, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+print(json.dumps({"seconds": time.perf_counter() - started, "rss_mb": peak_mb(),
                   "shards": sum(p["num_shards"] for p in plan.splits.values())}))
 """
 
-CHILD_BUILD = r"""
+CHILD_BUILD = PEAK + r"""
 import json, resource, sys, time
 import shardkit
 import shardkit.pipeline.builder as builder
@@ -114,7 +122,7 @@ builder._execute = timed
 result = shardkit.build([index], out, config=parse_config(config), workers=workers, progress=False)
 print(json.dumps({"seconds": time.perf_counter() - started, "first_task": first_task[0] if first_task else None,
                   "records": result.records_built, "built": result.shards_built,
-                  "parent_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "parent_rss_mb": peak_mb(),
                   "worker_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
 """
 

@@ -25,7 +25,7 @@ from shardkit.pipeline.index_files import Row
 from shardkit.pipeline.inputs import SplitInput
 from shardkit.pipeline.plan import KEY_BYTES, ShuffleKeys, default_entries_per_shard
 from shardkit.pipeline.plan_files import PlanSource, encode_line, write_plan
-from shardkit.pipeline.spool import Spool
+from shardkit.pipeline.spool import BUFFER_BYTES, Spool
 
 SAMPLE = 64  # entries whose files are sized to choose the default shard size
 
@@ -50,6 +50,7 @@ def make_plan(
     records_per_shard: int | None,
     on_error: str,
     durable: bool = True,
+    buffer_bytes: int = BUFFER_BYTES,
 ) -> Plan:
     """Write every split's plan file into ``folder`` (which must exist); scratch space is under it."""
     classes: dict[str, set[str]] = {spec.key: set() for spec in config.features if spec.kind == "class_name" and spec.classes is None}
@@ -57,7 +58,8 @@ def make_plan(
     spooled = {}
     for name, split_input in splits.items():
         errors: list[EntryError] = []
-        spooled[name] = _spool_split(name, split_input, config, folder, seed, shuffle, on_error, errors, classes)
+        spool = Spool(os.path.join(folder, f"{name}.spool"), shuffle, buffer_bytes)
+        spooled[name] = _spool_split(split_input, config, spool, seed, on_error, errors, classes)
         skipped += [{"split": name, "source": e.source, "line": e.line, "reason": e.reason} for e in errors]
     config = with_classes(config, classes)
     plans = {}
@@ -80,25 +82,22 @@ def make_plan(
 
 
 def _spool_split(
-    name: str,
     split_input: SplitInput,
     config: Config,
-    folder: str,
+    spool: Spool,
     seed: int,
-    shuffle: bool,
     on_error: str,
     errors: list[EntryError],
     classes: dict[str, set[str]],
 ) -> tuple[Spool, list[PlanSource], list[tuple[int, tuple[Any, ...]]]]:
     sources = list(split_input.sources)
     position = {s.path: i for i, s in enumerate(sources)}
-    spool = Spool(os.path.join(folder, f"{name}.spool"), sort=shuffle)
     sample: list[tuple[int, int, int, Row]] = []  # the SAMPLE smallest keys, as (-key, tiebreak, source, row)
     keys = [ShuffleKeys(seed, i) for i in range(len(sources))]
     for row in checked_rows(split_input.rows, config, on_error, errors, classes):
         source = position[row.source]
         key = keys[source](row.identity)
-        if shuffle:
+        if spool.sort:
             spool.add(encode_line(key, source, row), key[0])
         else:
             spool.add(encode_line(spool.lines.to_bytes(KEY_BYTES, "big"), source, row), 0)

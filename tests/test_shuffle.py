@@ -1,0 +1,201 @@
+"""Shards a model trains well on: shuffled by default from --seed, each record naming its input,
+the label mix of every shard counted, and a plan whose memory does not grow with the entries."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import tracemalloc
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from PIL import Image
+
+import shardkit
+from shardkit.cli import main
+from shardkit.errors import ConfigError, OutputError
+from shardkit.pipeline.config import parse_config
+from shardkit.pipeline.entries import with_source_id
+from shardkit.pipeline.inputs import resolve_config, rows_by_split
+from shardkit.pipeline.planner import make_plan
+from tests.tfread import by_source, read_split, shard_files
+
+CLASSES = ("ant", "bee", "cat", "dog", "elk")
+PER_CLASS = 200
+
+
+@pytest.fixture(scope="module")
+def sorted_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """5 classes x 200 tiny images as an ImageFolder tree, and the same as an index file sorted by class."""
+    root = tmp_path_factory.mktemp("sorted")
+    lines = []
+    for c, name in enumerate(CLASSES):
+        folder = root / "photos" / name
+        folder.mkdir(parents=True)
+        for i in range(PER_CLASS):
+            Image.fromarray(np.full((4, 4, 3), (c * 40 + i) % 256, np.uint8)).save(folder / f"{i:03d}.png")
+            lines.append(f"photos/{name}/{i:03d}.png {name}\n")
+    (root / "train.txt").write_text("".join(lines))  # what `find photos -name '*.png'` would give, class by class
+    return root
+
+
+def total_variation(counts: Counter[str], whole: Counter[str]) -> float:
+    n, total = sum(counts.values()), sum(whole.values())
+    return 0.5 * sum(abs(counts[k] / n - whole[k] / total) for k in whole)
+
+
+def longest_run(labels: list[Any]) -> int:
+    return max(len(list(group)) for _, group in itertools.groupby(labels))
+
+
+def shards_labels(out: Path) -> list[list[int]]:
+    import tensorflow as tf
+
+    shards = []
+    for path in shard_files(str(out), "train"):
+        spec = {"label": tf.io.FixedLenFeature([], tf.int64)}
+        shards.append([int(tf.io.parse_single_example(r, spec)["label"]) for r in tf.data.TFRecordDataset(path)])
+    return shards
+
+
+@pytest.mark.parametrize("source", ["folder", "index"])
+def test_class_sorted_inputs_give_shards_with_the_split_mix(sorted_data: Path, tmp_path: Path, source: str) -> None:
+    inputs: dict[str, Any] = {"from_folder": sorted_data / "photos"} if source == "folder" else {"indexes": [sorted_data / "train.txt"]}
+    config = (
+        None
+        if source == "folder"
+        else parse_config(
+            {"features": {"image": {"kind": "image", "column": 0, "encoding": "raw"}, "label": {"kind": "class_name", "column": 1}}}
+        )
+    )
+    shuffled = shardkit.build(out=tmp_path / "shuffled", config=config, records_per_shard=250, workers=2, seed=5, progress=False, **inputs)
+    plain = shardkit.build(out=tmp_path / "plain", config=config, records_per_shard=250, workers=2, shuffle=False, progress=False, **inputs)
+    whole = Counter({str(c): PER_CLASS for c in range(len(CLASSES))})
+    table = []
+    for name, out in (("shuffled", tmp_path / "shuffled"), ("plain", tmp_path / "plain")):
+        shards = shards_labels(out)
+        assert sorted(itertools.chain(*shards)) == sorted(c for c in range(len(CLASSES)) for _ in range(PER_CLASS))  # nothing lost
+        table.append((name, max(total_variation(Counter(map(str, s)), whole) for s in shards), max(map(longest_run, shards))))
+    (_, tv_shuffled, run_shuffled), (_, tv_plain, run_plain) = table
+    # Random shards of 250 from 5 even classes deviate by about 0.05 on average; input order by 0.6.
+    assert tv_shuffled < 0.15 and run_shuffled <= 8, table
+    assert tv_plain > 0.59 and run_plain >= PER_CLASS, table
+    # The manifest counts every shard's labels, and inspect reports the largest deviation.
+    for result in (shuffled, plain):
+        split = result.manifest["splits"]["train"]
+        assert split["labels"]["label"] == {name: PER_CLASS for name in CLASSES}
+        assert sum(sum(s["labels"]["label"].values()) for s in split["shards"]) == len(CLASSES) * PER_CLASS
+    [balance] = shardkit.inspect([str(tmp_path / "shuffled")])["outputs"][0]["label_balance"]
+    assert balance["key"] == "label" and balance["largest_deviation"] == pytest.approx(tv_shuffled, abs=1e-3)
+    assert balance["by_chance"] == pytest.approx(0.05, abs=0.01)
+    text = CliRunner().invoke(main, ["inspect", str(tmp_path / "plain")]).output
+    assert "label balance" in text and "  label  train       5" in text
+
+
+def test_no_shuffle_keeps_the_input_order_and_names_the_lines(seg_data: Path, tmp_path: Path) -> None:
+    result = shardkit.build(
+        [seg_data / "train_0.txt", seg_data / "train_1.txt"],
+        tmp_path / "out",
+        records_per_shard=5,
+        shuffle=False,
+        workers=1,
+        progress=False,
+    )
+    expected = [
+        f"{name}:{n}"
+        for name in ("train_0.txt", "train_1.txt")
+        for n, line in enumerate((seg_data / name).read_text().splitlines(), 1)
+        if line.strip() and not line.startswith("#")
+    ]
+    assert [r["source_id"].decode() for r in read_split(str(tmp_path / "out"), "train")] == expected
+    assert result.manifest["splits"]["train"]["shards"][0]["covers"] == [[str(seg_data / "train_0.txt"), 2, 6]]
+    assert result.manifest["parameters"]["shuffle"] is False
+
+
+def test_the_records_of_one_input_are_spread_over_its_shard(augmented: Path, tmp_path: Path) -> None:
+    """Four records per input (original + 3 copies): shuffled, a pair of neighbours shares its input about
+    as often as chance says (2 pairs a shard); unshuffled, every input's records sit together."""
+    common: dict[str, Any] = {"config": str(augmented / "config.yaml"), "records_per_shard": 20, "workers": 2, "progress": False}
+    shardkit.build([augmented / "val.txt"], tmp_path / "spread", **common)
+    shardkit.build([augmented / "val.txt"], tmp_path / "together", shuffle=False, **common)
+    # 2 shards of 80 records: by chance 79 * 3/79 = 3 neighbour pairs a shard; in input order 3 per input.
+    for out, low, high in ((tmp_path / "spread", 0, 15), (tmp_path / "together", 120, 120)):
+        records = read_split(str(out), "val")
+        assert len(records) == 160 and all(len(group) == 4 for group in by_source(records).values())
+        neighbours = sum(a["source_id"] == b["source_id"] for a, b in itertools.pairwise(records))
+        assert low <= neighbours <= high, (out.name, neighbours)
+
+
+def test_the_seed_changes_the_order_and_nothing_else(sorted_data: Path, tmp_path: Path) -> None:
+    args: dict[str, Any] = {"from_folder": sorted_data / "photos", "records_per_shard": 500, "workers": 1, "progress": False}
+    shardkit.build(out=tmp_path / "a", seed=1, **args)
+    shardkit.build(out=tmp_path / "b", seed=2, **args)
+    a, b = (read_split(str(tmp_path / name), "train") for name in ("a", "b"))
+    assert [r["source_id"] for r in a] != [r["source_id"] for r in b]
+    assert sorted(r["image"] for r in a) == sorted(r["image"] for r in b)
+
+
+def test_source_id_can_be_left_out_and_must_not_clash(seg_data: Path, tmp_path: Path) -> None:
+    result = shardkit.build([seg_data / "val.txt"], tmp_path / "out", source_id=False, workers=1, progress=False)
+    assert "source_id" not in {f["key"] for f in result.manifest["schema"]}
+    assert "source_id" not in read_split(str(tmp_path / "out"), "val")[0]
+    clashing = parse_config({"features": {"image": {"kind": "image", "column": 0}, "source_id": {"kind": "string", "column": 1}}})
+    with pytest.raises(ConfigError, match=r"features.source_id: shardkit adds a source_id feature .* --no-source-id"):
+        shardkit.build([seg_data / "val.txt"], tmp_path / "clash", config=clashing, workers=1, progress=False)
+    assert (
+        shardkit.build([seg_data / "val.txt"], tmp_path / "clash", config=clashing, source_id=False, workers=1, progress=False).records == 8
+    )
+
+
+def test_shuffling_is_part_of_the_build_fingerprint(seg_data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    shardkit.build([seg_data / "val.txt"], out, workers=1, progress=False)
+    with pytest.raises(OutputError, match="already holds a different build \\(different parameters\\)"):
+        shardkit.build([seg_data / "val.txt"], out, shuffle=False, workers=1, progress=False)
+    with pytest.raises(OutputError, match="already holds a different build \\(different config\\)"):
+        shardkit.build([seg_data / "val.txt"], out, source_id=False, workers=1, progress=False)
+
+
+def _plan_peak(tmp_path: Path, entries: int) -> tuple[int, int]:
+    """Peak Python allocations while planning an index of ``entries`` lines (a 1 MB spool buffer)."""
+    index = tmp_path / f"n{entries}" / "train.txt"
+    index.parent.mkdir()
+    with index.open("w") as f:
+        for start in range(0, entries, 10_000):
+            f.writelines(
+                f"images/{i % 300:03d}.jpg {CLASSES[i * len(CLASSES) // entries]}\n" for i in range(start, min(entries, start + 10_000))
+            )
+    folder = tmp_path / f"plan{entries}"
+    folder.mkdir()
+    splits, _ = rows_by_split([index], None, None, ())
+    config = with_source_id(
+        resolve_config(
+            parse_config(
+                {"features": {"image": {"kind": "image", "column": 0, "encoding": "raw"}, "label": {"kind": "class_name", "column": 1}}}
+            ),
+            splits,
+        )
+    )
+    tracemalloc.start()
+    try:
+        plan = make_plan(
+            splits, config, str(folder), seed=0, shuffle=True, records_per_shard=None, on_error="fail", durable=False, buffer_bytes=1 << 20
+        )
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert plan.splits["train"]["entries"] == entries
+    return peak, os.path.getsize(folder / "train.plan")
+
+
+@pytest.mark.slow
+def test_planning_memory_does_not_grow_with_the_entries(tmp_path: Path) -> None:
+    small, _ = _plan_peak(tmp_path, 100_000)
+    large, plan_bytes = _plan_peak(tmp_path, 1_000_000)
+    # The plan file holds ~40 MB of lines; planning keeps the spool's buffer and one bucket (1/256) in memory.
+    assert plan_bytes > 30_000_000
+    assert large < 12_000_000 and large < 2 * small, (small, large)
