@@ -28,7 +28,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +90,9 @@ def peak_mb():
             return int(line.split()[1]) / 1024
 """
 
-CHILD_PLAN = PEAK + r"""
+CHILD_PLAN = (
+    PEAK
+    + r"""
 import json, sys, time, os
 from shardkit.pipeline.config import parse_config
 from shardkit.pipeline.entries import with_source_id
@@ -105,8 +106,11 @@ plan = make_plan(splits, cfg, folder, seed=0, shuffle=True, records_per_shard=No
 print(json.dumps({"seconds": time.perf_counter() - started, "rss_mb": peak_mb(),
                   "shards": sum(p["num_shards"] for p in plan.splits.values())}))
 """
+)
 
-CHILD_BUILD = PEAK + r"""
+CHILD_BUILD = (
+    PEAK
+    + r"""
 import json, resource, sys, time
 import shardkit
 import shardkit.pipeline.builder as builder
@@ -125,6 +129,7 @@ print(json.dumps({"seconds": time.perf_counter() - started, "first_task": first_
                   "parent_rss_mb": peak_mb(),
                   "worker_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
 """
+)
 
 CHILD_NAIVE = r"""
 import json, os, struct, sys, time
@@ -168,7 +173,8 @@ def main() -> None:
     args = parser.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="bench-scale-"))
     images = make_images(work / "images")
-    print(f"# {os.cpu_count()} cores, {args.workers} workers, {IMAGES} JPEGs of ~{os.path.getsize(work / 'images' / images[0]) / 1e3:.1f} KB")
+    image_kb = os.path.getsize(work / "images" / images[0]) / 1e3
+    print(f"# {os.cpu_count()} cores, {args.workers} workers, {IMAGES} JPEGs of ~{image_kb:.1f} KB")
     rows = []
     for size in (int(s) for s in args.sizes.split(",")):
         index = work / "train.txt"
@@ -206,8 +212,10 @@ def main() -> None:
         make_index(index, 100_000, images)
         out = work / "out-augment"
         build = child(CHILD_BUILD, str(index), json.dumps(AUGMENT), str(out), str(args.workers))
-        print(f"\n## augmenting 100,000 entries: {build['seconds']:.1f} s, {build['records'] / build['seconds']:,.0f} records/s, "
-              f"peak RSS parent {build['parent_rss_mb']:.0f} MB, largest worker {build['worker_rss_mb']:.0f} MB")
+        print(
+            f"\n## augmenting 100,000 entries: {build['seconds']:.1f} s, {build['records'] / build['seconds']:,.0f} records/s, "
+            f"peak RSS parent {build['parent_rss_mb']:.0f} MB, largest worker {build['worker_rss_mb']:.0f} MB"
+        )
         shutil.rmtree(out)
     print("\n" + json.dumps(rows))
     if not args.work:
