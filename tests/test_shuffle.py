@@ -17,7 +17,7 @@ from PIL import Image
 
 import shardkit
 from shardkit.cli import main
-from shardkit.errors import ConfigError, OutputError
+from shardkit.errors import ConfigError, EntryError, OutputError
 from shardkit.pipeline.config import parse_config
 from shardkit.pipeline.entries import with_source_id
 from shardkit.pipeline.inputs import resolve_config, rows_by_split
@@ -199,3 +199,48 @@ def test_planning_memory_does_not_grow_with_the_entries(tmp_path: Path) -> None:
     # The plan file holds ~40 MB of lines; planning keeps the spool's buffer and one bucket (1/256) in memory.
     assert plan_bytes > 30_000_000
     assert large < 12_000_000 and large < 2 * small, (small, large)
+
+
+def _index_text(lines: int, bad: tuple[int, ...] = ()) -> str:
+    """A .txt index with a BOM, comments, blank lines, CRLF and lone-CR line ends, and bad rows."""
+    out = ["\ufeff# images and classes\r\n"]
+    for i in range(lines):
+        end = ("\n", "\r\n", "\r")[i % 3]
+        if i in bad:
+            out.append(f"only-one-column{end}")
+        elif i % 50 == 7:
+            out.append(f"# a comment{end}\n")
+        else:
+            out.append(f"images/{i % 300:03d}.jpg {CLASSES[i % len(CLASSES)]}{end}")
+    return "".join(out)
+
+
+def _plan_with(tmp_path: Path, name: str, index: Path, processes: int, on_error: str = "skip") -> tuple[Any, bytes]:
+    folder = tmp_path / name
+    folder.mkdir()
+    splits, _ = rows_by_split([index], None, None, ())
+    raw = {"features": {"image": {"kind": "image", "column": 0, "encoding": "raw"}, "label": {"kind": "class_name", "column": 1}}}
+    config = with_source_id(resolve_config(parse_config(raw), splits))
+    plan = make_plan(splits, config, str(folder), seed=3, shuffle=True, records_per_shard=1000, on_error=on_error, processes=processes)
+    return plan, (folder / f"{index.stem}.plan").read_bytes()
+
+
+def test_planning_in_pieces_on_processes_gives_the_same_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shardkit.pipeline.planner as planner
+    from shardkit.pipeline.index_files import IndexFile, cut_pieces, read_rows
+
+    index = tmp_path / "train.txt"
+    index.write_text(_index_text(20_000, bad=(3, 9_000, 17_500)), newline="")
+    monkeypatch.setattr(planner, "PARALLEL_BYTES", 1000)
+    monkeypatch.setattr(planner, "PIECE_BYTES", (50_000, 50_000))
+    pieces = cut_pieces(IndexFile(index, "train"), 50_000)
+    assert len(pieces) > 5
+    whole = [(r.line, r.values) if not isinstance(r, Exception) else str(r) for r in read_rows(IndexFile(index, "train"))]
+    cut = [(r.line, r.values) if not isinstance(r, Exception) else str(r) for p in pieces for r in read_rows(p.index, p)]
+    assert cut == whole  # same line numbers (CRLF, lone CR, BOM, comments), same width errors
+    one, one_bytes = _plan_with(tmp_path, "one", index, 1)
+    two, two_bytes = _plan_with(tmp_path, "two", index, 2)
+    assert two_bytes == one_bytes and two.splits == one.splits and two.config == one.config
+    assert [e["line"] for e in two.skipped] == [e["line"] for e in one.skipped] and len(one.skipped) == 3
+    with pytest.raises(EntryError, match=r"train.txt:5: 1 columns, but line 2 has 2"):
+        _plan_with(tmp_path, "fail", index, 2, on_error="fail")  # the first bad line, whichever process met one first

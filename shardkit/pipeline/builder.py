@@ -133,7 +133,7 @@ def build(
                 shutil.rmtree(layout.scratch_dir(out_dir), ignore_errors=True)  # a killed build's half plan: ours alone
             state = resume.prepare_state(out_dir, fingerprint, cfg, parameters, inputs, overwrite, multi_node=num_nodes > 1)
             if not resume.has_plan(out_dir, state):
-                state = _plan(out_dir, state, splits, cfg, on_error, num_nodes, fsync)
+                state = _plan(out_dir, state, splits, cfg, on_error, num_nodes, fsync, workers)
             if num_nodes > 1 and state.get("nodes", num_nodes) != num_nodes:
                 raise OutputError(
                     f"{out_dir}: this build's plan is shared by {state['nodes']} nodes, not {num_nodes}: shares would overlap. "
@@ -196,7 +196,14 @@ def finalize(out: str | Path, fsync: bool = True) -> BuildResult:
 
 
 def _plan(
-    out_dir: str, state: dict[str, Any], splits: dict[str, SplitInput], cfg: Config, on_error: str, num_nodes: int, fsync: bool
+    out_dir: str,
+    state: dict[str, Any],
+    splits: dict[str, SplitInput],
+    cfg: Config,
+    on_error: str,
+    num_nodes: int,
+    fsync: bool,
+    processes: int,
 ) -> dict[str, Any]:
     """Plan into a scratch folder, publish it as ``.shardkit/plan-<fingerprint>``, then the state.
 
@@ -218,6 +225,7 @@ def _plan(
                 records_per_shard=parameters["records_per_shard"],
                 on_error=on_error,
                 durable=fsync,
+                processes=processes,
             )
         name = f"plan-{state['fingerprint'][:16]}"
         try:

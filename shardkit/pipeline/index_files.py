@@ -10,6 +10,7 @@ import csv
 import dataclasses
 import fnmatch
 import functools
+import io
 import json
 import os
 import re
@@ -112,33 +113,91 @@ def discover(paths: Sequence[str | Path], ignore: Sequence[str] = (), split: str
     return found
 
 
-def read_rows(index: IndexFile) -> Iterator[Row | EntryError]:
-    """Stream the data rows of one index file, with 1-based line numbers.
+@dataclasses.dataclass(frozen=True)
+class Piece:
+    """Lines ``start:stop`` (bytes, at line ends) of a ``.txt`` or ``.jsonl`` index file, which
+    processes can plan side by side; a whole file otherwise."""
+
+    index: IndexFile
+    start: int = 0
+    stop: int | None = None  # None: to the end
+    first_line: int = 1  # the number of its first line
+    txt_first: tuple[int, int] | None = None  # .txt: (columns, line) of the file's first data line, if before the piece
+
+
+def cut_pieces(index: IndexFile, piece_bytes: int) -> list[Piece]:
+    """The file as pieces of about ``piece_bytes``, each ending after a ``\n``; csv and tsv
+    (quoted fields may hold line breaks) and small files stay whole."""
+    size = index.path.stat().st_size
+    if index.format not in ("txt", "jsonl") or size <= piece_bytes:
+        return [Piece(index)]
+    pieces = []
+    start, line = 0, 1
+    with index.path.open("rb") as f:
+        while start < size:
+            f.seek(start + piece_bytes)
+            tail = f.read(1 << 16)
+            while tail and b"\n" not in tail:  # a line longer than 64 KB
+                more = f.read(1 << 16)
+                if not more:
+                    break
+                tail += more
+            cut = tail.find(b"\n")
+            stop = size if cut < 0 or start + piece_bytes >= size else start + piece_bytes + cut + 1
+            f.seek(start)
+            data = f.read(stop - start)
+            pieces.append(Piece(index, start, stop, line))
+            line += data.count(b"\n") + data.count(b"\r") - data.count(b"\r\n")  # the line breaks Python's text mode sees
+            start = stop
+    first = _txt_first_row(index) if index.format == "txt" else None
+    return [dataclasses.replace(p, txt_first=first if first and first[1] < p.first_line else None) for p in pieces]
+
+
+def _txt_first_row(index: IndexFile) -> tuple[int, int] | None:
+    for row in read_rows(index):
+        if isinstance(row, Row):
+            return len(row.values), row.line
+    return None
+
+
+def read_rows(index: IndexFile, piece: Piece | None = None) -> Iterator[Row | EntryError]:
+    """Stream the data rows of one index file (or of one piece of it), with 1-based line numbers.
 
     A malformed line is yielded as an ``EntryError`` rather than raised, so the caller decides
     between stopping (``--on-error fail``) and recording it and going on (``skip``).
     """
     source = str(index.path)
+    start = piece.start if piece else 0
     try:
-        handle = index.path.open(newline="", encoding="utf-8-sig")  # spreadsheets write a BOM
+        if piece is None or (piece.start == 0 and piece.stop is None):
+            handle: Any = index.path.open(newline="", encoding="utf-8-sig")  # spreadsheets write a BOM
+        else:
+            with index.path.open("rb") as f:
+                f.seek(piece.start)
+                data = f.read(piece.stop - piece.start if piece.stop is not None else -1)
+            # Decoded as it is read, like a file (a StringIO would hold the piece as 4-byte characters).
+            handle = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8-sig" if piece.start == 0 else "utf-8", newline="")
+            del data
     except OSError as exc:
         raise ShardkitError(f"{source}: cannot read index file: {exc.strerror}") from None
+    number = piece.first_line if piece else 1
+    width, first_line = piece.txt_first if piece and piece.txt_first else (None, 0)
     with handle:
         try:
             if index.format == "txt":
-                yield from _txt_rows(source, handle)
+                yield from _txt_rows(source, handle, number, width, first_line)
             elif index.format in ("csv", "tsv"):
                 yield from _csv_rows(source, handle, "\t" if index.format == "tsv" else ",")
             else:
-                yield from _jsonl_rows(source, handle)
+                yield from _jsonl_rows(source, handle, number)
         except UnicodeDecodeError as exc:
-            raise ShardkitError(f"{source}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+            raise ShardkitError(f"{source}: not UTF-8 text ({exc.reason} near byte {start + exc.start})") from None
 
 
-def _txt_rows(source: str, handle: Any) -> Iterator[Row | EntryError]:
-    width: int | None = None
-    first_line = 0
-    for number, line in enumerate(handle, start=1):
+def _txt_rows(source: str, handle: Any, start: int = 1, width: int | None = None, first_line: int = 0) -> Iterator[Row | EntryError]:
+    """``width``/``first_line``: the columns of the file's first data line and its number, when
+    ``handle`` starts after it (a piece of the file)."""
+    for number, line in enumerate(handle, start=start):
         text = line.strip()
         if not text or text[0] == "#":
             continue
@@ -169,8 +228,8 @@ def _csv_rows(source: str, handle: Any, delimiter: str) -> Iterator[Row | EntryE
         raise ShardkitError(f"{source}: empty file: a header row is needed")
 
 
-def _jsonl_rows(source: str, handle: Any) -> Iterator[Row | EntryError]:
-    for number, line in enumerate(handle, start=1):
+def _jsonl_rows(source: str, handle: Any, start: int = 1) -> Iterator[Row | EntryError]:
+    for number, line in enumerate(handle, start=start):
         if not line.strip():
             continue
         try:

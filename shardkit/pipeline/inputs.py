@@ -28,6 +28,7 @@ class SplitInput:
 
     sources: list[PlanSource]
     rows: Iterable[Row | EntryError]
+    files: list[IndexFile] = dataclasses.field(default_factory=list)  # its index files, which planning may read in pieces
 
 
 def rows_by_split(
@@ -58,6 +59,7 @@ def rows_by_split(
         name: SplitInput(
             [PlanSource(str(f.path), os.path.dirname(os.path.abspath(f.path)), f.format) for f in group],
             itertools.chain.from_iterable(read_rows(f) for f in group),
+            list(group),
         )
         for name, group in grouped.items()
     }

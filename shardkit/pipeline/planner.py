@@ -6,6 +6,10 @@ buckets (``pipeline.spool``); the class names and a small sample for the shard s
 the way. Then the buckets are read back one at a time, sorted by key, and written as the split's
 plan file with each shard's byte range. Memory is the buckets' buffer and one bucket, whatever
 the number of entries; with ``shuffle=False`` the order is the inputs' own.
+
+Large ``.txt`` and ``.jsonl`` index files are cut into pieces at line ends and planned by
+``processes`` processes side by side, each into its own spool; the spools are then read back as
+one. Sorting by key makes the plan the same however the work was cut.
 """
 
 from __future__ import annotations
@@ -13,21 +17,25 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import heapq
+import multiprocessing
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from shardkit.errors import EntryError
+from shardkit.interrupts import quiet_pool, stop_pool
 from shardkit.pipeline.config import Config
 from shardkit.pipeline.entries import checked_rows, to_entry, with_classes
-from shardkit.pipeline.index_files import Row
+from shardkit.pipeline.index_files import Piece, Row, cut_pieces, read_rows
 from shardkit.pipeline.inputs import SplitInput
-from shardkit.pipeline.plan import KEY_BYTES, ShuffleKeys, default_entries_per_shard
+from shardkit.pipeline.plan import ShuffleKeys, default_entries_per_shard
 from shardkit.pipeline.plan_files import PlanSource, encode_line, write_plan
-from shardkit.pipeline.spool import BUFFER_BYTES, Spool
+from shardkit.pipeline.spool import BUFFER_BYTES, Spool, merged
 
 SAMPLE = 64  # entries whose files are sized to choose the default shard size
+PARALLEL_BYTES = 8 * 1024 * 1024  # index files smaller than this are planned in this process
+PIECE_BYTES = (4 * 1024 * 1024, 16 * 1024 * 1024)  # the smallest and largest piece
 
 
 @dataclasses.dataclass
@@ -38,6 +46,18 @@ class Plan:
     splits: dict[str, dict[str, Any]]
     skipped: list[dict[str, Any]]
     config: Config  # with the class lists filled
+
+
+@dataclasses.dataclass
+class _Spooled:
+    """What a pass over a split's rows (or a piece of them) leaves: the spool, and what was seen."""
+
+    spool: Spool
+    sources: list[PlanSource]  # with csv headers filled in
+    sample: list[tuple[int, tuple[int, int], int, Row]]  # the SAMPLE smallest keys: (-key, tiebreak, source, row)
+    classes: dict[str, set[str]]
+    errors: list[EntryError]
+    fatal: EntryError | None = None  # with on_error "fail", the bad row that stopped a piece
 
 
 def make_plan(
@@ -51,26 +71,39 @@ def make_plan(
     on_error: str,
     durable: bool = True,
     buffer_bytes: int = BUFFER_BYTES,
+    processes: int = 1,
 ) -> Plan:
     """Write every split's plan file into ``folder`` (which must exist); scratch space is under it."""
     classes: dict[str, set[str]] = {spec.key: set() for spec in config.features if spec.kind == "class_name" and spec.classes is None}
     skipped: list[dict[str, Any]] = []
-    spooled = {}
+    spooled: dict[str, tuple[list[_Spooled], list[PlanSource]]] = {}
     for name, split_input in splits.items():
-        errors: list[EntryError] = []
-        spool = Spool(os.path.join(folder, f"{name}.spool"), shuffle, buffer_bytes)
-        spooled[name] = _spool_split(split_input, config, spool, seed, on_error, errors, classes)
-        skipped += [{"split": name, "source": e.source, "line": e.line, "reason": e.reason} for e in errors]
+        scratch = os.path.join(folder, f"{name}.spool")
+        size = sum(f.path.stat().st_size for f in split_input.files)
+        if processes > 1 and size > PARALLEL_BYTES:
+            parts = _spool_pieces(split_input, config, scratch, seed, shuffle, on_error, buffer_bytes, processes, size)
+        else:
+            spool = Spool(scratch, shuffle, buffer_bytes)
+            parts = [_fill(split_input.rows, list(split_input.sources), config, spool, seed, on_error, 0)]
+        sources = list(split_input.sources)
+        for part in parts:
+            for key, names in part.classes.items():
+                classes[key] |= names
+            skipped += [{"split": name, "source": e.source, "line": e.line, "reason": e.reason} for e in part.errors]
+            sources = [s if s.names else p for s, p in zip(sources, part.sources, strict=True)]
+        spooled[name] = (parts, sources)
     config = with_classes(config, classes)
     plans = {}
-    for name, (spool, sources, sample) in spooled.items():
-        per_entry = _bytes_per_entry(sample, config)
-        per_shard = records_per_shard or default_entries_per_shard(spool.lines, per_entry)
+    for name, (parts, sources) in spooled.items():
+        entries = sum(part.spool.lines for part in parts)
+        sample = heapq.nlargest(SAMPLE, (s for part in parts for s in part.sample), key=lambda s: (s[0], s[1]))
+        per_entry = _bytes_per_entry([to_entry(row, config, sources[source].folder).values for _, _, source, row in sample], config)
+        per_shard = records_per_shard or default_entries_per_shard(entries, per_entry)
         file = f"{name}.plan"
-        shards = write_plan(os.path.join(folder, file), spool.buckets(), spool.lines, per_shard, durable)
-        shutil.rmtree(spool.folder, ignore_errors=True)
+        shards = write_plan(os.path.join(folder, file), merged([part.spool for part in parts]), entries, per_shard, durable)
+        shutil.rmtree(os.path.join(folder, f"{name}.spool"), ignore_errors=True)
         plans[name] = {
-            "entries": spool.lines,
+            "entries": entries,
             "entries_per_shard": per_shard,
             "num_shards": len(shards),
             "bytes_per_entry": round(per_entry, 1),
@@ -81,43 +114,93 @@ def make_plan(
     return Plan(plans, skipped, config)
 
 
-def _spool_split(
-    split_input: SplitInput,
+def _fill(
+    rows: Iterable[Row | EntryError],
+    sources: list[PlanSource],
     config: Config,
     spool: Spool,
     seed: int,
     on_error: str,
-    errors: list[EntryError],
-    classes: dict[str, set[str]],
-) -> tuple[Spool, list[PlanSource], list[tuple[int, tuple[Any, ...]]]]:
-    sources = list(split_input.sources)
+    part: int,
+) -> _Spooled:
+    """Check, key and spool ``rows``; ``part`` tells this pass's sample apart from other pieces'."""
+    classes: dict[str, set[str]] = {spec.key: set() for spec in config.features if spec.kind == "class_name" and spec.classes is None}
+    errors: list[EntryError] = []
     position = {s.path: i for i, s in enumerate(sources)}
-    sample: list[tuple[int, int, int, Row]] = []  # the SAMPLE smallest keys, as (-key, tiebreak, source, row)
     keys = [ShuffleKeys(seed, i) for i in range(len(sources))]
-    for row in checked_rows(split_input.rows, config, on_error, errors, classes):
+    sample: list[tuple[int, tuple[int, int], int, Row]] = []
+    for row in checked_rows(rows, config, on_error, errors, classes):
         source = position[row.source]
         key = keys[source](row.identity)
-        if spool.sort:
-            spool.add(encode_line(key, source, row), key[0])
-        else:
-            spool.add(encode_line(spool.lines.to_bytes(KEY_BYTES, "big"), source, row), 0)
-        if row.names is not None and row.text is None and sources[source].names is None:
+        spool.add(encode_line(key, source, row), key[0])  # unsorted spools keep the order they are given
+        if row.names is not None and row.text is None and not row.key and sources[source].names is None:
             sources[source] = dataclasses.replace(sources[source], names=row.names)  # a csv header
         rank = -int.from_bytes(key, "big")
         if len(sample) < SAMPLE:
-            heapq.heappush(sample, (rank, spool.lines, source, row))
+            heapq.heappush(sample, (rank, (part, spool.lines), source, row))
         elif rank > sample[0][0]:
-            heapq.heapreplace(sample, (rank, spool.lines, source, row))
-    return spool, sources, [(source, to_entry(row, config, sources[source].folder).values) for _, _, source, row in sample]
+            heapq.heapreplace(sample, (rank, (part, spool.lines), source, row))
+    return _Spooled(spool, sources, sample, classes, errors)
 
 
-def _bytes_per_entry(sample: list[tuple[int, tuple[Any, ...]]], config: Config) -> float:
+def _spool_pieces(
+    split_input: SplitInput,
+    config: Config,
+    scratch: str,
+    seed: int,
+    shuffle: bool,
+    on_error: str,
+    buffer_bytes: int,
+    processes: int,
+    size: int,
+) -> list[_Spooled]:
+    """Plan the split's index files in pieces on a pool; the first bad row (in file order) stops it."""
+    smallest, largest = PIECE_BYTES
+    piece_bytes = min(largest, max(smallest, size // (processes * 4)))
+    pieces = [piece for f in split_input.files for piece in cut_pieces(f, piece_bytes)]
+    jobs = [
+        (piece, list(split_input.sources), config, os.path.join(scratch, f"piece-{i:05d}"), seed, shuffle, on_error, buffer_bytes, i)
+        for i, piece in enumerate(pieces)
+    ]
+    pool = quiet_pool(multiprocessing.get_context(), min(processes, len(jobs)))
+    try:
+        parts: list[_Spooled] = pool.starmap(_plan_piece, jobs, chunksize=1)
+    finally:
+        stop_pool(pool)
+    for part in parts:
+        if part.fatal is not None:
+            raise part.fatal
+    return parts
+
+
+def _plan_piece(
+    piece: Piece,
+    sources: list[PlanSource],
+    config: Config,
+    folder: str,
+    seed: int,
+    shuffle: bool,
+    on_error: str,
+    buffer_bytes: int,
+    part: int,
+) -> _Spooled:
+    """In a pool process: one piece into its own spool, spilled whole for the parent to read."""
+    spool = Spool(folder, shuffle, buffer_bytes)
+    try:
+        result = _fill(read_rows(piece.index, piece), sources, config, spool, seed, on_error, part)
+    except EntryError as exc:  # reported by the parent only if no earlier piece has a bad row too
+        return _Spooled(spool, sources, [], {}, [], exc)
+    spool.spill()
+    return result
+
+
+def _bytes_per_entry(sample: list[tuple[Any, ...]], config: Config) -> float:
     """Output bytes per entry, from the input file sizes of a uniform sample of the entries."""
     if not sample:
         return 1.0
     file_columns = [i for i, f in enumerate(config.features) if f.kind in ("image", "mask", "bytes")]
     sizes = []
-    for _, values in sample:
+    for values in sample:
         total = 0
         for i in file_columns:
             with contextlib.suppress(OSError):

@@ -3,16 +3,19 @@
 Lines start with a fixed-width hex key. They go to 256 buckets by the key's first byte; buckets
 stay in memory until all of them together pass ``buffer_bytes``, then each is appended to its
 own file. Reading back sorts one bucket at a time, so memory is one bucket (about 1/256 of the
-lines), not the split. Unsorted, a spool is one bucket in insertion order: a bounded buffer.
+lines), not the split. Unsorted, a spool is one bucket in insertion order, read back in blocks.
+Spools filled side by side (one per piece of the inputs, in other processes) are read back as
+one: bucket by bucket, each bucket gathered from every spool.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 BUCKETS = 256
 BUFFER_BYTES = 32 * 1024 * 1024
+BLOCK_BYTES = 8 * 1024 * 1024  # unsorted spools are read back in blocks of about this size
 
 
 class Spool:
@@ -22,7 +25,6 @@ class Spool:
         self.buffer_bytes = buffer_bytes
         self._buffers = [bytearray() for _ in range(BUCKETS if sort else 1)]
         self._buffered = 0
-        self._spilled = False
         self.lines = 0
 
     def add(self, line: bytes, bucket: int) -> None:
@@ -34,9 +36,10 @@ class Spool:
         self._buffered += len(line) + 1
         self.lines += 1
         if self._buffered > self.buffer_bytes:
-            self._spill()
+            self.spill()
 
-    def _spill(self) -> None:
+    def spill(self) -> None:
+        """Append every buffered line to its bucket's file, leaving the buffers empty."""
         os.makedirs(self.folder, exist_ok=True)
         for number, buffer in enumerate(self._buffers):
             if buffer:
@@ -44,25 +47,58 @@ class Spool:
                     f.write(buffer)
                 buffer.clear()
         self._buffered = 0
-        self._spilled = True
 
     def _path(self, number: int) -> str:
         return os.path.join(self.folder, f"bucket-{number:03d}")
 
-    def buckets(self) -> Iterator[list[bytes]]:
-        """Every line once, bucket by bucket (each sorted when the spool sorts), newline-free."""
-        for number, buffer in enumerate(self._buffers):
-            data = bytes(buffer)
-            buffer.clear()  # read once: memory goes back as the buckets are consumed
-            if self._spilled and os.path.exists(self._path(number)):
-                with open(self._path(number), "rb") as f:
-                    data = f.read() + data
-                os.remove(self._path(number))
-            if not data:
-                continue
-            lines = data.split(b"\n")
-            lines.pop()  # after the last newline
-            del data
-            if self.sort:
-                lines.sort()
+    def _take(self, number: int) -> bytes:
+        """Bucket ``number``'s lines, newline-terminated, once: the file and the buffer are let go."""
+        data = bytes(self._buffers[number])
+        self._buffers[number].clear()
+        path = self._path(number)
+        if os.path.exists(path):
+            with open(path, "rb") as f:
+                data = f.read() + data
+            os.remove(path)
+        return data
+
+    def _blocks(self) -> Iterator[list[bytes]]:
+        """An unsorted spool's lines in order, in blocks of whole lines."""
+        path = self._path(0)
+        if os.path.exists(path):
+            with open(path, "rb") as f:
+                rest = b""
+                while block := f.read(BLOCK_BYTES):
+                    lines = (rest + block).split(b"\n")
+                    rest = lines.pop()
+                    yield lines
+            os.remove(path)
+        tail = self._take(0)
+        if tail:
+            lines = tail.split(b"\n")
+            lines.pop()
             yield lines
+
+    def buckets(self) -> Iterator[list[bytes]]:
+        """Every line once, newline-free: bucket by bucket, sorted (or in blocks, in order)."""
+        return merged([self])
+
+
+def merged(spools: Sequence[Spool]) -> Iterator[list[bytes]]:
+    """The lines of ``spools`` (all sorted or all not) as one spool's: sorted bucket by bucket, or
+    the spools' blocks one spool after the other."""
+    if not spools:
+        return
+    if not spools[0].sort:
+        for spool in spools:
+            yield from spool._blocks()
+        return
+    for number in range(BUCKETS):
+        data = b"".join(spool._take(number) for spool in spools)
+        if not data:
+            continue
+        lines = data.split(b"\n")
+        lines.pop()  # after the last newline
+        del data
+        lines.sort()
+        yield lines
