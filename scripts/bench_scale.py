@@ -6,8 +6,8 @@
 Index files of N entries point at a few hundred small real JPEGs (~3 KB, from scikit-image's
 photographs), with a class name per line. For each N, in child processes:
 
-(a) plan:      `shardkit build` planning alone (check, key, spool, sort, write the plan files):
-               seconds and the parent's peak RSS
+(a) plan:      `shardkit build` planning alone (check, key, spool, sort, write the plan files, with
+               --workers processes on pieces of the index): seconds and the parent's peak RSS
 (b) build:     the pass-through build (raw JPEG bytes + class + source_id), --workers W: time to the
                first task, total seconds, records/s, peak RSS of the parent and of the largest worker
 (c) naive:     one plain Python process that reads each file, frames it with masked CRC32C and writes
@@ -98,11 +98,11 @@ from shardkit.pipeline.config import parse_config
 from shardkit.pipeline.entries import with_source_id
 from shardkit.pipeline.inputs import rows_by_split, resolve_config
 from shardkit.pipeline.planner import make_plan
-index, config, folder = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
+index, config, folder, processes = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 started = time.perf_counter()
 splits, inputs = rows_by_split([index], None, None, ())
 cfg = with_source_id(resolve_config(parse_config(config), splits))
-plan = make_plan(splits, cfg, folder, seed=0, shuffle=True, records_per_shard=None, on_error="fail")
+plan = make_plan(splits, cfg, folder, seed=0, shuffle=True, records_per_shard=None, on_error="fail", processes=processes)
 print(json.dumps({"seconds": time.perf_counter() - started, "rss_mb": peak_mb(),
                   "shards": sum(p["num_shards"] for p in plan.splits.values())}))
 """
@@ -182,7 +182,7 @@ def main() -> None:
         print(f"\n## {size:,} entries ({index.stat().st_size / 1e6:.0f} MB index)", flush=True)
         plan_dir = work / "plan"
         plan_dir.mkdir()
-        plan = child(CHILD_PLAN, str(index), json.dumps(CONFIG), str(plan_dir))
+        plan = child(CHILD_PLAN, str(index), json.dumps(CONFIG), str(plan_dir), str(args.workers))
         shutil.rmtree(plan_dir)
         print(f"plan: {plan['seconds']:.1f} s, peak RSS {plan['rss_mb']:.0f} MB, {plan['shards']} shards", flush=True)
         row: dict[str, Any] = {"entries": size, "plan_s": plan["seconds"], "plan_rss_mb": plan["rss_mb"]}

@@ -22,7 +22,7 @@ def test_split_from_file_name(name: str, split: str) -> None:
 
 def to_entries(rows: Iterable[Row | EntryError], config: Config, on_error: str, errors: list[EntryError]) -> Iterator[Entry]:
     """Checked entries, with paths resolved as a worker resolves them (against the index file's folder)."""
-    for row, _ in checked_rows(rows, config, on_error, errors):
+    for row in checked_rows(rows, config, on_error, errors, {}):
         yield to_entry(row, config, os.path.dirname(os.path.abspath(row.source)))
 
 

@@ -117,7 +117,7 @@ def _read_all(path: str) -> bytes:
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     try:
         chunks = []
-        while chunk := os.read(fd, 1 << 20):
+        while chunk := os.read(fd, 1 << 16):  # blocks below malloc's mmap threshold: from the heap, shrunk in place
             chunks.append(chunk)
     finally:
         os.close(fd)

@@ -166,8 +166,8 @@ class _ShardFile:
     def __init__(self, temp: str, final: str) -> None:
         self._final = final
         with atomic.naming(final):
-            # A large buffer: one write call per MB, not per small record.
-            self._raw = open(temp, "wb", buffering=1 << 20)  # noqa: SIM115 (closed by __exit__, where a full disk can fail it too)
+            # A larger buffer: one write call per 256 KB, not one per small record.
+            self._raw = open(temp, "wb", buffering=1 << 18)  # noqa: SIM115 (closed by __exit__, where a full disk can fail it too)
 
     def write(self, data: bytes) -> int:
         try:  # once per record: a bare try, not atomic.naming's context manager
