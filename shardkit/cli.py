@@ -48,7 +48,9 @@ def main(debug: bool) -> None:
     help="Input entries per shard (default: shards of about 128 MB, at most 100,000 records, and up to 16 shards "
     "per small split, never under 64 entries each; the same on every machine).",
 )
-@click.option("-w", "--workers", type=click.IntRange(min=1), help="Worker processes (default: the usable cores).")
+@click.option(
+    "-w", "--workers", type=click.IntRange(min=1), help="Worker processes, also for planning large index files (default: the usable cores)."
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the shuffle and of augmentation.")
 @click.option(
     "--shuffle/--no-shuffle",
