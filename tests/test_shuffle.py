@@ -194,7 +194,7 @@ def _plan_peak(tmp_path: Path, entries: int) -> tuple[int, int]:
 
 @pytest.mark.slow
 def test_planning_memory_does_not_grow_with_the_entries(tmp_path: Path) -> None:
-    small, _ = _plan_peak(tmp_path, 100_000)
+    small, _ = _plan_peak(tmp_path, 50_000)
     large, plan_bytes = _plan_peak(tmp_path, 1_000_000)
     # The plan file holds ~40 MB of lines; planning keeps the spool's buffer and one bucket (1/256) in memory.
     assert plan_bytes > 30_000_000
@@ -244,3 +244,40 @@ def test_planning_in_pieces_on_processes_gives_the_same_plan(tmp_path: Path, mon
     assert [e["line"] for e in two.skipped] == [e["line"] for e in one.skipped] and len(one.skipped) == 3
     with pytest.raises(EntryError, match=r"train.txt:5: 1 columns, but line 2 has 2"):
         _plan_with(tmp_path, "fail", index, 2, on_error="fail")  # the first bad line, whichever process met one first
+
+
+def test_a_split_with_no_entries_and_a_run_killed_before_its_state(seg_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shardkit.pipeline.builder as builder
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.txt").write_text("".join(f"{seg_data}/images/train_{i:05d}.jpg {seg_data}/masks/train_{i:05d}.png\n" for i in range(3)))
+    (data / "val.txt").write_text("# nothing yet\n")
+    published = builder._publish_state
+
+    def killed(*args: Any) -> Any:
+        raise KeyboardInterrupt  # after the plan folder is in place, before the state names it
+
+    monkeypatch.setattr(builder, "_publish_state", killed)
+    with pytest.raises(KeyboardInterrupt):
+        shardkit.build([data], tmp_path / "out", workers=1, progress=False)
+    assert list((tmp_path / "out" / ".shardkit").glob("plan-*")) and not (tmp_path / "out" / ".shardkit" / "build.json").exists()
+    monkeypatch.setattr(builder, "_publish_state", published)
+    result = shardkit.build([data], tmp_path / "out", workers=1, progress=False)  # resumes: the plan alone is not a foreign build
+    assert result.manifest["splits"]["val"] == {**result.manifest["splits"]["val"], "records": 0, "num_shards": 0, "shards": []}
+    assert result.records == 3
+
+
+def test_labels_count_only_the_records_written(cls_data: Path, tmp_path: Path) -> None:
+    photos = tmp_path / "photos"
+    for name in ("cat", "dog"):
+        (photos / name).mkdir(parents=True)
+        for i in range(2):
+            Image.new("RGB", (8, 8), (i * 90, 0, 0)).save(photos / name / f"{i}.png")
+    (photos / "dog" / "1.png").write_bytes((photos / "dog" / "1.png").read_bytes()[:45])  # the header is whole, the pixels are not
+    config = parse_config(
+        {"features": {"label": {"kind": "class_name", "column": 1}, "image": {"kind": "image", "column": 0, "encoding": "jpeg"}}}
+    )
+    result = shardkit.build(out=tmp_path / "out", from_folder=photos, config=config, on_error="skip", workers=1, progress=False)
+    assert result.records == 3 and result.skipped == 1
+    assert result.manifest["splits"]["train"]["labels"] == {"label": {"cat": 2, "dog": 1}}

@@ -227,19 +227,22 @@ def _plan(
                 durable=fsync,
                 processes=processes,
             )
-        name = f"plan-{state['fingerprint'][:16]}"
+        name = resume.plan_name(state["fingerprint"])
+        if fsync:
+            atomic.fsync_dir(scratch)  # its files are flushed: now their names in it
         try:
             os.rename(scratch, os.path.join(layout.state_dir(out_dir), name))
         except OSError as exc:
             if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
                 raise WriteError.from_os_error(os.path.join(layout.state_dir(out_dir), name), exc) from None
-            # another node (or a run killed before its state) published the same plan first
+            # another node, or a run killed before it wrote the state, published this same plan first
         if fsync:
             atomic.fsync_dir(layout.state_dir(out_dir))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-        with contextlib.suppress(OSError):
-            os.rmdir(layout.scratch_dir(out_dir))  # unless another node still plans in it
+        if num_nodes == 1:  # other nodes may be about to plan in it (a killed node's leftovers stay until a single-node run)
+            with contextlib.suppress(OSError):
+                os.rmdir(layout.scratch_dir(out_dir))
     state = {
         **state,
         "plan": name,

@@ -153,6 +153,7 @@ class RecordMaker:
                 self.stats.lengths[f.key] = (1, 1)
                 for size_key in self.size_keys.get(f.key, ()):
                     self.stats.lengths[size_key] = (1, 1)
+        self._labels: list[tuple[str, str | None]] = []
         augment = self.config.augment
         # Which record each of records_for's results is: -1 the original, then the copies.
         self.copies = ([-1] if augment is None or augment.keep_original else []) + list(range(augment.copies if augment else 0))
@@ -160,6 +161,7 @@ class RecordMaker:
     def records_for(self, entry: Entry) -> list[bytes]:
         """All records of one entry, as ``self.copies`` numbers them: the original (if kept or
         not augmenting), then the augmented copies."""
+        self._labels = []  # counted once every record of the entry is made: a skipped entry counts nothing
         loaded = _Loaded(entry, self.file_specs, self.first_image)
         augment = self.config.augment
         out = []
@@ -173,6 +175,8 @@ class RecordMaker:
                 except Exception as exc:  # albumentations raises many types for impossible params
                     raise image_codec.ImageProblem(f"augmentation failed: {type(exc).__name__}: {exc}") from None
                 out.append(self._example(loaded, augmented))
+        for key, value in self._labels:
+            self.stats.label(key, value)
         return out
 
     def _example(self, loaded: _Loaded, augmented: dict[str, Any] | None) -> bytes:
@@ -182,7 +186,7 @@ class RecordMaker:
                 self._image_feature(spec, loaded, augmented, features)
             elif spec.kind == "class_name":
                 features[spec.key] = ("int64", [self.class_ids[spec.key][value]])
-                self.stats.label(spec.key, value)
+                self._labels.append((spec.key, value))
             elif spec.kind == "bytes":
                 features[spec.key] = ("bytes", [loaded.files[spec.key]])
             elif spec.kind == "string":
@@ -191,7 +195,7 @@ class RecordMaker:
                 features[spec.key] = (spec.dtype, value)
                 self.stats.length(spec.key, len(value))
                 if spec.kind == "int64":
-                    self.stats.label(spec.key, str(value[0]) if len(value) == 1 else None)
+                    self._labels.append((spec.key, str(value[0]) if len(value) == 1 else None))
         return encode_example(features)
 
     def _image_feature(

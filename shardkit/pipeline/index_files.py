@@ -16,7 +16,7 @@ import os
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from shardkit.errors import EntryError, ShardkitError
 
@@ -135,15 +135,7 @@ def cut_pieces(index: IndexFile, piece_bytes: int) -> list[Piece]:
     start, line = 0, 1
     with index.path.open("rb") as f:
         while start < size:
-            f.seek(start + piece_bytes)
-            tail = f.read(1 << 16)
-            while tail and b"\n" not in tail:  # a line longer than 64 KB
-                more = f.read(1 << 16)
-                if not more:
-                    break
-                tail += more
-            cut = tail.find(b"\n")
-            stop = size if cut < 0 or start + piece_bytes >= size else start + piece_bytes + cut + 1
+            stop = _line_end_after(f, start + piece_bytes, size)
             f.seek(start)
             data = f.read(stop - start)
             pieces.append(Piece(index, start, stop, line))
@@ -151,6 +143,20 @@ def cut_pieces(index: IndexFile, piece_bytes: int) -> list[Piece]:
             start = stop
     first = _txt_first_row(index) if index.format == "txt" else None
     return [dataclasses.replace(p, txt_first=first if first and first[1] < p.first_line else None) for p in pieces]
+
+
+def _line_end_after(f: BinaryIO, position: int, size: int) -> int:
+    """The offset just past the first ``\n`` at or after ``position`` (the file's size if none)."""
+    f.seek(position)
+    while position < size:
+        block = f.read(1 << 16)
+        if not block:
+            break
+        found = block.find(b"\n")
+        if found >= 0:
+            return position + found + 1
+        position += len(block)
+    return size
 
 
 def _txt_first_row(index: IndexFile) -> tuple[int, int] | None:

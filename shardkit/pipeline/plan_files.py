@@ -116,5 +116,5 @@ def write_plan(path: str, buckets: Iterable[list[bytes]], num_entries: int, per_
             flush_to_disk(f.fileno())
     if seen != num_entries:
         raise AssertionError(f"the plan has {seen} lines, {num_entries} were counted")
-    starts = [0] + [stop for stop, _ in shards[:-1]]
+    starts = [0, *(stop for stop, _ in shards[:-1])] if shards else []
     return [[start, stop, count] for start, (stop, count) in zip(starts, shards, strict=True)]

@@ -76,8 +76,8 @@ def make_plan(
     """Write every split's plan file into ``folder`` (which must exist); scratch space is under it."""
     classes: dict[str, set[str]] = {spec.key: set() for spec in config.features if spec.kind == "class_name" and spec.classes is None}
     skipped: list[dict[str, Any]] = []
-    spooled: dict[str, tuple[list[_Spooled], list[PlanSource]]] = {}
-    for name, split_input in splits.items():
+    plans = {}
+    for name, split_input in splits.items():  # one split at a time: memory is one split's spools
         scratch = os.path.join(folder, f"{name}.spool")
         size = sum(f.path.stat().st_size for f in split_input.files)
         if processes > 1 and size > PARALLEL_BYTES:
@@ -91,17 +91,14 @@ def make_plan(
                 classes[key] |= names
             skipped += [{"split": name, "source": e.source, "line": e.line, "reason": e.reason} for e in part.errors]
             sources = [s if s.names else p for s, p in zip(sources, part.sources, strict=True)]
-        spooled[name] = (parts, sources)
-    config = with_classes(config, classes)
-    plans = {}
-    for name, (parts, sources) in spooled.items():
         entries = sum(part.spool.lines for part in parts)
         sample = heapq.nlargest(SAMPLE, (s for part in parts for s in part.sample), key=lambda s: (s[0], s[1]))
+        # Sizes need paths only: the class lists, still growing, are not needed yet.
         per_entry = _bytes_per_entry([to_entry(row, config, sources[source].folder).values for _, _, source, row in sample], config)
         per_shard = records_per_shard or default_entries_per_shard(entries, per_entry)
         file = f"{name}.plan"
         shards = write_plan(os.path.join(folder, file), merged([part.spool for part in parts]), entries, per_shard, durable)
-        shutil.rmtree(os.path.join(folder, f"{name}.spool"), ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
         plans[name] = {
             "entries": entries,
             "entries_per_shard": per_shard,
@@ -111,6 +108,7 @@ def make_plan(
             "sources": [s.to_dict() for s in sources],
             "shards": shards,
         }
+    config = with_classes(config, classes)
     return Plan(plans, skipped, config)
 
 
@@ -189,7 +187,7 @@ def _plan_piece(
     try:
         result = _fill(read_rows(piece.index, piece), sources, config, spool, seed, on_error, part)
     except EntryError as exc:  # reported by the parent only if no earlier piece has a bad row too
-        return _Spooled(spool, sources, [], {}, [], exc)
+        return _Spooled(Spool(folder, shuffle), sources, [], {}, [], exc)  # not the lines spooled so far
     spool.spill()
     return result
 

@@ -62,11 +62,17 @@ def prepare_state(
         remedy = "nodes of one build must share config, inputs and options; clear OUT" if multi_node else "use --overwrite"
         raise OutputError(f"{out_dir}: already holds a different build ({what}); {remedy} to replace it, or use another output folder")
     for path in leftovers:
-        if os.path.isdir(path):
-            shutil.rmtree(path)
-        else:
-            os.remove(path)
+        os.remove(path)
+    # Plans of other builds: a different build's, or one published by a run killed before its state.
+    for path in glob.glob(os.path.join(glob.escape(layout.state_dir(out_dir)), "plan-*")):
+        if os.path.basename(path) != plan_name(fingerprint):
+            shutil.rmtree(path, ignore_errors=True)
     return fresh
+
+
+def plan_name(fingerprint: str) -> str:
+    """The folder under ``.shardkit`` that holds the plan of the build with ``fingerprint``."""
+    return f"plan-{fingerprint[:16]}"
 
 
 def has_plan(out_dir: str, state: dict[str, Any]) -> bool:
@@ -91,7 +97,8 @@ def difference(old: dict[str, Any], new: dict[str, Any]) -> str:
 
 
 def owned_files(out_dir: str) -> list[str]:
-    """Files in OUT that a shardkit build writes (and --overwrite may delete); nothing else."""
+    """Files in OUT that a shardkit build writes (and --overwrite may delete); nothing else. Plan
+    folders are not among them: alone, one says no more than that planning finished."""
     patterns = [
         "*-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9].tfrecord*",  # .idx too
         layout.MANIFEST,
@@ -103,7 +110,6 @@ def owned_files(out_dir: str) -> list[str]:
     found = [p for pattern in patterns for p in glob.glob(os.path.join(glob.escape(out_dir), pattern))]
     state = layout.state_dir(out_dir)
     found += glob.glob(os.path.join(glob.escape(state), "shards", "*.json"))
-    found += glob.glob(os.path.join(glob.escape(state), "plan-*"))
     found += [p for p in [os.path.join(state, "build.json")] if os.path.exists(p)]
     return sorted(set(found))
 
