@@ -133,7 +133,7 @@ def build(
                 shutil.rmtree(layout.scratch_dir(out_dir), ignore_errors=True)  # a killed build's half plan: ours alone
             state = resume.prepare_state(out_dir, fingerprint, cfg, parameters, inputs, overwrite, multi_node=num_nodes > 1)
             if not resume.has_plan(out_dir, state):
-                state = _plan(out_dir, state, splits, cfg, on_error, num_nodes, fsync, workers)
+                state = _plan(out_dir, state, splits, cfg, on_error, num_nodes, fsync, workers, progress)
             if num_nodes > 1 and state.get("nodes", num_nodes) != num_nodes:
                 raise OutputError(
                     f"{out_dir}: this build's plan is shared by {state['nodes']} nodes, not {num_nodes}: shares would overlap. "
@@ -204,6 +204,7 @@ def _plan(
     num_nodes: int,
     fsync: bool,
     processes: int,
+    progress: bool | None,
 ) -> dict[str, Any]:
     """Plan into a scratch folder, publish it as ``.shardkit/plan-<fingerprint>``, then the state.
 
@@ -215,7 +216,7 @@ def _plan(
     with atomic.naming(scratch):
         os.makedirs(scratch)
     try:
-        with atomic.naming(layout.state_dir(out_dir)):
+        with atomic.naming(layout.state_dir(out_dir)), _bar("planning", " entries", progress) as bar:
             plan = make_plan(
                 splits,
                 cfg,
@@ -226,6 +227,7 @@ def _plan(
                 on_error=on_error,
                 durable=fsync,
                 processes=processes,
+                progress=bar.update,
             )
         name = resume.plan_name(state["fingerprint"])
         if fsync:
@@ -308,6 +310,16 @@ def _check_options(
         raise ShardkitError(f"unknown --on-error {on_error!r} (known: fail, skip)")
 
 
+def _bar(what: str, unit: str, progress: bool | None, total: int | None = None, initial: int = 0) -> Any:
+    """The one progress bar of a build step: on a terminal, or when asked for (``progress=True``)."""
+    from tqdm import tqdm
+
+    show = sys.stderr.isatty() if progress is None else progress
+    return tqdm(
+        desc=what, total=total, initial=initial, unit=unit, unit_scale=total is None, disable=not show, dynamic_ncols=True, smoothing=0.1
+    )
+
+
 def _execute(
     executor: Executor,
     pending: Sequence[ShardTask],
@@ -316,13 +328,9 @@ def _execute(
     cfg: Config,
     progress: bool | None,
 ) -> list[ShardResult]:
-    from tqdm import tqdm
-
-    show = sys.stderr.isatty() if progress is None else progress
-    per_entry = cfg.records_per_entry
-    total = sum(t.entries.entries for t in tasks) * per_entry
+    total = sum(t.entries.entries for t in tasks) * cfg.records_per_entry
     initial = sum(r.records for r in done.values())
-    with tqdm(total=total, initial=initial, unit="rec", disable=not show, dynamic_ncols=True, smoothing=0.1) as bar:
+    with _bar("building", "rec", progress, total, initial) as bar:
         shards_done = len(done)
 
         def on_progress(n: int) -> None:

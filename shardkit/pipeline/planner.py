@@ -20,7 +20,7 @@ import heapq
 import multiprocessing
 import os
 import shutil
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from shardkit.errors import EntryError
@@ -34,6 +34,9 @@ from shardkit.pipeline.plan_files import PlanSource, encode_line, write_plan
 from shardkit.pipeline.spool import BUFFER_BYTES, Spool, merged
 
 SAMPLE = 64  # entries whose files are sized to choose the default shard size
+TICK = 1 << 16  # entries between progress reports
+
+Progress = Callable[[int], None]  # called with how many more entries were planned
 PARALLEL_BYTES = 8 * 1024 * 1024  # index files smaller than this are planned in this process
 PIECE_BYTES = (4 * 1024 * 1024, 16 * 1024 * 1024)  # the smallest and largest piece
 
@@ -72,6 +75,7 @@ def make_plan(
     durable: bool = True,
     buffer_bytes: int = BUFFER_BYTES,
     processes: int = 1,
+    progress: Progress | None = None,
 ) -> Plan:
     """Write every split's plan file into ``folder`` (which must exist); scratch space is under it."""
     classes: dict[str, set[str]] = {spec.key: set() for spec in config.features if spec.kind == "class_name" and spec.classes is None}
@@ -81,10 +85,10 @@ def make_plan(
         scratch = os.path.join(folder, f"{name}.spool")
         size = sum(f.path.stat().st_size for f in split_input.files)
         if processes > 1 and size > PARALLEL_BYTES:
-            parts = _spool_pieces(split_input, config, scratch, seed, shuffle, on_error, buffer_bytes, processes, size)
+            parts = _spool_pieces(split_input, config, scratch, seed, shuffle, on_error, buffer_bytes, processes, size, progress)
         else:
             spool = Spool(scratch, shuffle, buffer_bytes)
-            parts = [_fill(split_input.rows, list(split_input.sources), config, spool, seed, on_error, 0)]
+            parts = [_fill(split_input.rows, list(split_input.sources), config, spool, seed, on_error, 0, progress)]
         sources = list(split_input.sources)
         for part in parts:
             for key, names in part.classes.items():
@@ -120,6 +124,7 @@ def _fill(
     seed: int,
     on_error: str,
     part: int,
+    progress: Progress | None = None,
 ) -> _Spooled:
     """Check, key and spool ``rows``; ``part`` tells this pass's sample apart from other pieces'."""
     classes: dict[str, set[str]] = {spec.key: set() for spec in config.features if spec.kind == "class_name" and spec.classes is None}
@@ -138,6 +143,10 @@ def _fill(
             heapq.heappush(sample, (rank, (part, spool.lines), source, row))
         elif rank > sample[0][0]:
             heapq.heapreplace(sample, (rank, (part, spool.lines), source, row))
+        if progress is not None and not spool.lines % TICK:
+            progress(TICK)
+    if progress is not None:
+        progress(spool.lines % TICK)
     return _Spooled(spool, sources, sample, classes, errors)
 
 
@@ -151,6 +160,7 @@ def _spool_pieces(
     buffer_bytes: int,
     processes: int,
     size: int,
+    progress: Progress | None,
 ) -> list[_Spooled]:
     """Plan the split's index files in pieces on a pool; the first bad row (in file order) stops it."""
     smallest, largest = PIECE_BYTES
@@ -161,14 +171,22 @@ def _spool_pieces(
         for i, piece in enumerate(pieces)
     ]
     pool = quiet_pool(multiprocessing.get_context(), min(processes, len(jobs)))
+    parts: list[_Spooled] = []
     try:
-        parts: list[_Spooled] = pool.starmap(_plan_piece, jobs, chunksize=1)
+        for part in pool.imap(_plan_job, jobs, chunksize=1):  # in piece order, as they finish
+            parts.append(part)
+            if progress is not None:
+                progress(part.spool.lines)
     finally:
         stop_pool(pool)
     for part in parts:
         if part.fatal is not None:
             raise part.fatal
     return parts
+
+
+def _plan_job(job: tuple[Any, ...]) -> _Spooled:
+    return _plan_piece(*job)
 
 
 def _plan_piece(
