@@ -281,3 +281,9 @@ def test_labels_count_only_the_records_written(cls_data: Path, tmp_path: Path) -
     result = shardkit.build(out=tmp_path / "out", from_folder=photos, config=config, on_error="skip", workers=1, progress=False)
     assert result.records == 3 and result.skipped == 1
     assert result.manifest["splits"]["train"]["labels"] == {"label": {"cat": 2, "dog": 1}}
+
+
+def test_planning_has_its_own_progress_line(seg_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    shardkit.build([seg_data], tmp_path / "out", workers=1, progress=True)
+    err = capsys.readouterr().err
+    assert "planning: 32 entries" in err and "building: 100%" in err
