@@ -286,4 +286,4 @@ def test_labels_count_only_the_records_written(cls_data: Path, tmp_path: Path) -
 def test_planning_has_its_own_progress_line(seg_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     shardkit.build([seg_data], tmp_path / "out", workers=1, progress=True)
     err = capsys.readouterr().err
-    assert "planning: 32 entries" in err and "building: 100%" in err
+    assert "planning: 32.0 entries" in err and "building: 100%" in err  # counts scale: 1.00M entries
