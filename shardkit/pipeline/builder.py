@@ -106,6 +106,9 @@ def build(
         preflight.check_out_folder(out_dir)
         reached.out_dir = out_dir
 
+        check = getattr(executor, "check", None)  # a cluster executor: is it there at all?
+        if callable(check):
+            check()
         splits, inputs = rows_by_split(indexes, from_folder, split, ignore)
         cfg = resolve_config(config, splits)
         if source_id:

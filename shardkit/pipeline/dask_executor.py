@@ -110,6 +110,11 @@ class DaskExecutor:
         except (OSError, ValueError, TimeoutError) as exc:
             raise WorkerError(f"cannot reach the Dask scheduler at {self.address}: {exc}") from None
 
+    def check(self) -> None:
+        """Reach the scheduler now: an address that answers nothing fails before planning, not after."""
+        with self._connect():
+            pass
+
     def run(self, tasks: Sequence[ShardTask], on_progress: OnProgress, on_shard: OnShard) -> list[ShardResult]:
         if not tasks:
             return []
