@@ -108,6 +108,9 @@ def _interrupt_in_terminal(argv: list[str], cwd: Path, ready: Callable[[int], bo
     if pid == 0:  # the child: a session leader whose controlling terminal is the pty, in the foreground
         try:
             os.chdir(cwd)
+            # As a terminal starts a program: a test run started in the background (`pytest &`
+            # from a script) inherits Ctrl-C ignored, and an exec keeps it ignored.
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
             os.execve(argv[0], argv, ENV)
         finally:
             os._exit(127)
