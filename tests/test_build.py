@@ -419,3 +419,9 @@ def test_the_default_plan_is_the_same_on_every_machine(seg_data: Path, tmp_path:
     assert _shards_per_split(tmp_path / "default") == _shards_per_split(tmp_path / "one") == {"train": 1, "val": 1}
     assert _shards_per_split(tmp_path / "nodes") == {"train": 1, "val": 1}
     builds_equal(tmp_path / "default", tmp_path / "one")
+
+
+def test_a_mask_listed_before_its_image(seg_data: Path, tmp_path: Path) -> None:
+    config = parse_config({"features": {"mask": {"kind": "mask", "column": 1}, "image": {"kind": "image", "column": 0, "encoding": "raw"}}})
+    result = shardkit.build([seg_data / "val.txt"], tmp_path / "out", config=config, workers=1, progress=False)
+    assert result.records == 8 and {"image", "mask"} <= set(read_split(str(tmp_path / "out"), "val")[0])

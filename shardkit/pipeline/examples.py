@@ -77,11 +77,12 @@ class _Loaded:
                 self.modes[key] = image_codec.stored_mode(info, spec.kind, spec.channels, spec.encoding or "png")
             except image_codec.ImageProblem as exc:
                 raise image_codec.ImageProblem(f"{key}: {path}: {exc}") from None
+        for _, spec in files:  # after the loop: a config may list a mask before its image
             if spec.kind == "mask" and first_image is not None:
-                img = self.infos[first_image]
-                if (img.width, img.height) != (info.width, info.height):
+                img, mask = self.infos[first_image], self.infos[spec.key]
+                if (img.width, img.height) != (mask.width, mask.height):
                     raise image_codec.ImageProblem(
-                        f"mask {key!r} is {info.width}x{info.height} but image {first_image!r} is {img.width}x{img.height}"
+                        f"mask {spec.key!r} is {mask.width}x{mask.height} but image {first_image!r} is {img.width}x{img.height}"
                     )
 
     def array(self, spec: FeatureSpec) -> Any:
