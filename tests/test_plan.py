@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from shardkit.pipeline.plan import default_entries_per_shard, record_seed, shard_bounds
+from shardkit.pipeline.plan import ShuffleKeys, default_entries_per_shard, record_seed, shard_bounds
 from shardkit.storage.layout import shard_name
 
 
@@ -63,3 +63,9 @@ def test_record_seed_depends_on_identity_copy_and_seed_only() -> None:
     assert base == record_seed(0, "train_0.txt:5", 0)
     assert len({base, record_seed(1, "train_0.txt:5", 0), record_seed(0, "train_0.txt:6", 0), record_seed(0, "train_0.txt:5", 1)}) == 4
     assert 0 <= base < 2**32
+
+
+def test_shuffle_keys_depend_on_seed_input_and_identity_only() -> None:
+    base = ShuffleKeys(0, 0)("train.txt:5")
+    assert base == ShuffleKeys(0, 0)("train.txt:5") and len(base) == 8
+    assert len({base, ShuffleKeys(1, 0)("train.txt:5"), ShuffleKeys(0, 1)("train.txt:5"), ShuffleKeys(0, 0)("train.txt:6")}) == 4

@@ -23,6 +23,7 @@ from shardkit.errors import EntryError, ShardkitError
 INDEX_SUFFIXES = (".txt", ".csv", ".tsv", ".jsonl")
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp")
 _SPLIT_RE = re.compile(r"[_.\-]")
+FOLDER_COLUMNS = ("image", "label")  # the columns of an ImageFolder row
 
 
 @dataclasses.dataclass(frozen=True)
@@ -277,7 +278,7 @@ def folder_split_rows(root: Path, split_root: Path) -> Iterator[Row]:
                 key = image.relative_to(root).as_posix()
                 # Absolute: entries resolve a relative value against the row's source folder, which
                 # would join a relative ROOT twice (photos/train/photos/train/cat/x.jpg).
-                yield Row(str(split_root), number, (str(image.absolute()), class_dir.name), ("image", "label"), key)
+                yield Row(str(split_root), number, (str(image.absolute()), class_dir.name), FOLDER_COLUMNS, key)
 
 
 def folder_rows(root: Path) -> Iterator[tuple[str, Row]]:

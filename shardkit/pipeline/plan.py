@@ -49,14 +49,10 @@ def default_entries_per_shard(num_entries: int, bytes_per_entry: float, target_b
     return min(by_size, max(1, math.ceil(num_entries / shards)))
 
 
-def shuffle_key(seed: int, source: int, identity: str) -> bytes:
-    """Where an entry goes in its split's shuffled order: a hash of the seed, the position of
-    its index file among the inputs (two files may share a name) and its identity."""
-    return hashlib.blake2b(f"{seed}\0{source}\0{identity}".encode(), digest_size=KEY_BYTES, person=b"shuffle").digest()
-
-
 class ShuffleKeys:
-    """``shuffle_key`` for many entries of one source: the hash of the common prefix is reused."""
+    """Where an entry goes in its split's shuffled order: a hash of the seed, the position of its
+    index file among the split's inputs (two files may share a name) and its identity. One
+    instance per input file: the hash of that common prefix is computed once, not per entry."""
 
     def __init__(self, seed: int, source: int) -> None:
         self._prefix = hashlib.blake2b(f"{seed}\0{source}\0".encode(), digest_size=KEY_BYTES, person=b"shuffle")

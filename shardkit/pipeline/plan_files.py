@@ -17,11 +17,9 @@ from typing import Any
 
 from shardkit.pipeline.config import Config
 from shardkit.pipeline.entries import Entry, to_entry
-from shardkit.pipeline.index_files import Row
+from shardkit.pipeline.index_files import FOLDER_COLUMNS, Row
 from shardkit.pipeline.plan import shard_bounds
 from shardkit.storage.atomic import flush_to_disk
-
-FOLDER_NAMES = ("image", "label")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,7 +70,7 @@ def decode_row(line: bytes, sources: Sequence[PlanSource]) -> tuple[Row, PlanSou
         return Row(source.path, int(number), tuple(obj.values()), tuple(obj.keys()), text=payload), source
     values = json.loads(payload)
     if source.format == "folder":
-        return Row(source.path, int(number), tuple(values[:2]), FOLDER_NAMES, values[2]), source
+        return Row(source.path, int(number), tuple(values[:2]), FOLDER_COLUMNS, values[2]), source
     return Row(source.path, int(number), tuple(values), source.names), source
 
 

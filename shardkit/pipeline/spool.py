@@ -79,10 +79,6 @@ class Spool:
             lines.pop()
             yield lines
 
-    def buckets(self) -> Iterator[list[bytes]]:
-        """Every line once, newline-free: bucket by bucket, sorted (or in blocks, in order)."""
-        return merged([self])
-
 
 def merged(spools: Sequence[Spool]) -> Iterator[list[bytes]]:
     """The lines of ``spools`` (all sorted or all not) as one spool's: sorted bucket by bucket, or
