@@ -1,12 +1,15 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 # Quiet TensorFlow's C++ start-up chatter in test output (tests only; the library never sets env vars).
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import object_stores
 
 import shardkit
 from shardkit import demo
@@ -60,3 +63,35 @@ def augmented_reference(augmented: Path, tmp_path_factory: pytest.TempPathFactor
     out = tmp_path_factory.mktemp("augmented-reference") / "out"
     shardkit.build([augmented], out, config=str(augmented / "config.yaml"), records_per_shard=8, workers=2, seed=11, progress=False)
     return out
+
+
+# Object stores: real local servers, one of each per session, started only by tests that ask.
+ALL_STORE_VARIABLES = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION", "STORAGE_EMULATOR_HOST")
+
+
+@pytest.fixture(scope="session")
+def s3_store() -> Iterator[object_stores.Store]:
+    with object_stores.s3_server() as store:
+        yield store
+
+
+@pytest.fixture(scope="session")
+def gcs_store() -> Iterator[object_stores.Store]:
+    with object_stores.gcs_server() as store:
+        yield store
+
+
+@pytest.fixture(params=["s3", "gs"])
+def store(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[object_stores.Store]:
+    """Each object store in turn, its variables (and only its) in os.environ for the test."""
+    chosen: object_stores.Store = request.getfixturevalue("s3_store" if request.param == "s3" else "gcs_store")
+    for name in ALL_STORE_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    with object_stores.environment(chosen.env):
+        yield chosen
+
+
+@pytest.fixture()
+def bucket(store: object_stores.Store) -> str:
+    """A fresh empty bucket on ``store``: its URL."""
+    return store.new_bucket()
