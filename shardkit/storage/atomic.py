@@ -4,6 +4,10 @@ A file is written under ``.NAME.incomplete-XXXXXXXX`` beside its final name, flu
 storage (unless the caller opts out, for scratch disks) and renamed over NAME; the folder is
 then fsynced so the rename itself survives a power cut. Every writer of OUT, the build, the
 idx and TFDS metadata writers and snapshot-materialize, goes through here.
+
+In a bucket (OUT is a ``gs://``/``s3://`` URL) there is no rename, but one upload appears whole
+or not at all: ``write_atomic`` is one object write, ``publish`` uploads a finished local temp
+file as the final object, and ``create_json_once`` is a conditional write.
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from shardkit.errors import OutputError, WriteError
+from shardkit.errors import OutputError, ShardkitError, WriteError
+from shardkit.storage import location
 
 INCOMPLETE = ".incomplete-"  # in every temp name, so a sweep finds what an interrupted writer left
 
@@ -30,7 +35,9 @@ def flush_to_disk(fd: int) -> None:
 
 
 def fsync_dir(path: str) -> None:
-    """Make a rename in ``path`` durable (a no-op where directories cannot be opened)."""
+    """Make a rename in ``path`` durable (a no-op where directories cannot be opened, and in a bucket)."""
+    if location.is_url(path):
+        return
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
@@ -55,6 +62,10 @@ def naming(path: str) -> Iterator[None]:
 
 def write_atomic(path: str, data: bytes, durable: bool = True) -> None:
     """Write to a temporary name beside ``path``, fsync (when ``durable``), rename over it."""
+    if location.is_url(path):
+        with naming(path):
+            location.put_bytes(path, data)
+        return
     temp = _write_temp(path, data, durable)
     try:
         with naming(path):
@@ -75,8 +86,12 @@ def create_json_once(path: str, obj: Any) -> bool:
     Nodes of one build race to write the plan: link(2) of a complete temp file is atomic and
     fails if the name exists, so exactly one plan is published and nobody sees half of one.
     """
+    data = (json.dumps(obj, indent=2) + "\n").encode()
+    if location.is_url(path):
+        with naming(path):
+            return location.create_once(path, data)
     folder = os.path.dirname(path) or "."
-    temp = _write_temp(path, (json.dumps(obj, indent=2) + "\n").encode(), durable=True)
+    temp = _write_temp(path, data, durable=True)
     try:
         os.link(temp, path)
         return True
@@ -111,11 +126,25 @@ def _write_temp(path: str, data: bytes, durable: bool) -> str:
     return temp
 
 
+def publish(temp: str, path: str) -> None:
+    """A finished temp file becomes ``path``: renamed over it, or uploaded as one object (then
+    the local temp file is removed)."""
+    with naming(path):
+        if location.is_url(path):
+            location.upload(temp, path)
+            remove_quietly(temp)
+        else:
+            os.replace(temp, path)
+
+
 def remove_quietly(path: str) -> None:
     """Remove a temp file while something else already failed: gone already, or a folder turned
     read-only, must not replace the error being reported."""
-    with contextlib.suppress(OSError):
-        os.remove(path)
+    with contextlib.suppress(OSError, ShardkitError):
+        if location.is_url(path):
+            location.remove(path)
+        else:
+            os.remove(path)
 
 
 def write_json(path: str, obj: Any, durable: bool = True) -> None:
@@ -123,5 +152,7 @@ def write_json(path: str, obj: Any, durable: bool = True) -> None:
 
 
 def read_json(path: str) -> Any:
+    if location.is_url(path):
+        return json.loads(location.read_bytes(path))
     with open(path, encoding="utf-8") as f:
         return json.load(f)

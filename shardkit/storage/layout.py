@@ -10,15 +10,23 @@ OUT/
   .shardkit/lock                     held (flock) by the one build running into OUT
   .shardkit/plan-<fingerprint>/      the plan: one file per split, its entries in shard order
   .shardkit/tmp/                     scratch space while planning
+
+When OUT is in a bucket (a ``gs://``/``s3://`` URL) the same names are objects, and what is
+written before it is finished (temp shards, planning scratch) lives in a local staging folder
+instead, ``$TMPDIR/shardkit-staging/<hash of OUT>/``: objects appear whole, so nothing partial
+is ever in the bucket.
 """
 
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
+import tempfile
 from collections.abc import Iterable
 from typing import Any
 
+from shardkit.storage import location
 from shardkit.storage.atomic import INCOMPLETE, fsync_dir, read_json, write_json
 
 STATE_DIR = ".shardkit"
@@ -33,37 +41,47 @@ def shard_name(split: str, index: int, num_shards: int, compression: str | None)
 
 
 def state_dir(out: str) -> str:
-    return os.path.join(out, STATE_DIR)
+    return location.join(out, STATE_DIR)
+
+
+def work_dir(out: str) -> str:
+    """Where unfinished files of OUT are written: OUT itself, or a local staging folder for a bucket."""
+    if not location.is_url(out):
+        return out
+    return os.path.join(tempfile.gettempdir(), "shardkit-staging", hashlib.sha256(out.encode()).hexdigest()[:16])
 
 
 def scratch_dir(out: str) -> str:
+    if location.is_url(out):
+        return os.path.join(work_dir(out), "tmp")
     return os.path.join(state_dir(out), "tmp")
 
 
 def temp_path(out: str, name: str, tag: str) -> str:
-    return os.path.join(out, f".{name}{INCOMPLETE}{tag}")
+    return os.path.join(work_dir(out), f".{name}{INCOMPLETE}{tag}")
 
 
 def temp_files(out: str, names: Iterable[str] | None = None) -> list[str]:
-    """Temporary files in OUT: all of them, or only those of the shards ``names``."""
+    """Temporary files of OUT: all of them, or only those of the shards ``names``."""
+    folder = glob.escape(work_dir(out))
     if names is None:
-        return sorted(glob.glob(os.path.join(glob.escape(out), f".*{INCOMPLETE}*")))
+        return sorted(glob.glob(os.path.join(folder, f".*{INCOMPLETE}*")))
     # .NAME.incomplete-X (the shard) and .NAME.idx.incomplete-X (its index)
-    return sorted(p for name in names for p in glob.glob(os.path.join(glob.escape(out), f".{glob.escape(name)}*{INCOMPLETE}*")))
+    return sorted(p for name in names for p in glob.glob(os.path.join(folder, f".{glob.escape(name)}*{INCOMPLETE}*")))
 
 
 def state_fingerprint(out: str) -> str | None:
     """The fingerprint of the build OUT belongs to now (None: no readable .shardkit/build.json)."""
     try:
-        state = read_json(os.path.join(state_dir(out), "build.json"))
-    except (OSError, ValueError):
+        state = read_json(location.join(state_dir(out), "build.json"))
+    except (OSError, ValueError):  # a store that cannot be reached is reported, not taken for "no build"
         return None
     fingerprint = state.get("fingerprint") if isinstance(state, dict) else None
     return fingerprint if isinstance(fingerprint, str) else None
 
 
 def shard_record_path(out: str, name: str) -> str:
-    return os.path.join(state_dir(out), "shards", f"{name}.json")
+    return location.join(state_dir(out), "shards", f"{name}.json")
 
 
 def write_shard_record(out: str, record: dict[str, Any], durable: bool = True) -> None:

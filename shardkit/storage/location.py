@@ -2,11 +2,7 @@
 
 Every path shardkit takes may be a local path or a URL of an fsspec filesystem (``gs://``,
 ``s3://``, ``memory://``...). Local paths go straight to ``os`` with no new dependency; a URL
-goes through fsspec, imported on first use, and a missing filesystem package is one line naming
-the extra to install. Credentials and endpoints come from each ecosystem's own places (the AWS
-chain and ``AWS_ENDPOINT_URL``; Application Default Credentials and ``STORAGE_EMULATOR_HOST``);
-``SHARDKIT_STORAGE_OPTIONS`` (JSON, set by ``--storage-option``) adds keyword arguments for
-every filesystem, and reaches worker processes through the environment.
+goes through its fsspec filesystem (``storage.stores``: which one, its options, its errors).
 
 Errors keep their Python types (``FileNotFoundError``, ``PermissionError``, ``OSError``) so the
 callers' handling is the same for both; ``explained`` turns the rest of a store's failures
@@ -16,33 +12,15 @@ callers' handling is the same for both; ``explained`` turns the rest of a store'
 from __future__ import annotations
 
 import contextlib
-import functools
 import glob as local_glob
-import json
 import os
 import posixpath
-import re
 from collections.abc import Iterator, Sequence
-from typing import IO, Any
+from typing import IO
 
-from shardkit.errors import ShardkitError
+from shardkit.storage.stores import explained, filesystem, forget_filesystems, is_url, scheme
 
-OPTIONS_VARIABLE = "SHARDKIT_STORAGE_OPTIONS"
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
-_EXTRAS = {"gs": "gcs", "gcs": "gcs", "s3": "s3", "s3a": "s3"}
-_PACKAGES = {"gcs": "gcsfs", "s3": "s3fs"}
-
-
-def scheme(path: str) -> str | None:
-    """``"s3"`` for ``s3://bucket/key``; None for a local path (``file://`` counts as local)."""
-    match = _SCHEME.match(str(path))
-    if match is None or match.group(1).lower() == "file":
-        return None
-    return match.group(1).lower()
-
-
-def is_url(path: str) -> bool:
-    return scheme(path) is not None
+__all__ = ["explained", "filesystem", "forget_filesystems", "is_url", "scheme"]  # with the operations below
 
 
 def local_path(path: str) -> str:
@@ -76,94 +54,6 @@ def resolve(folder: str, path: str) -> str:
         root, _, rest = folder.partition("://")
         return f"{root}://{posixpath.normpath(posixpath.join(rest, path))}"
     return os.path.join(folder, path)
-
-
-# -- fsspec access -------------------------------------------------------------------------------
-
-
-def storage_options() -> dict[str, Any]:
-    """Extra keyword arguments for every fsspec filesystem, from ``SHARDKIT_STORAGE_OPTIONS``."""
-    text = os.environ.get(OPTIONS_VARIABLE, "")
-    if not text:
-        return {}
-    try:
-        options = json.loads(text)
-    except ValueError:
-        raise ShardkitError(f"{OPTIONS_VARIABLE}: not a JSON object of fsspec options ({text[:60]!r})") from None
-    if not isinstance(options, dict):
-        raise ShardkitError(f"{OPTIONS_VARIABLE}: not a JSON object of fsspec options ({text[:60]!r})")
-    return options
-
-
-def filesystem(url: str) -> tuple[Any, str]:
-    """(the fsspec filesystem of ``url``, the path within it), or one line saying what to install."""
-    name = scheme(url) or "file"
-    fs = _filesystem(name, os.environ.get(OPTIONS_VARIABLE, ""), os.getpid())  # a forked child makes its own
-    return fs, fs._strip_protocol(url)
-
-
-@functools.lru_cache(maxsize=16)
-def _filesystem(name: str, options_text: str, pid: int) -> Any:
-    extra = _EXTRAS.get(name)
-    if name in ("gs", "gcs") and os.environ.get("STORAGE_EMULATOR_HOST"):
-        # gcsfs probes for zonal/HNS buckets over gRPC, which an emulator does not answer: it hangs.
-        os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
-    try:
-        import fsspec
-    except ImportError:
-        hint = f"pip install 'shardkit[{extra}]'" if extra else "pip install fsspec and the package for this filesystem"
-        raise ShardkitError(f"{name}:// paths need fsspec: {hint}") from None
-    options = storage_options()
-    if name in ("gs", "gcs") and os.environ.get("STORAGE_EMULATOR_HOST"):
-        options.setdefault("token", "anon")  # an emulator takes no credentials; never ask the metadata server
-    try:
-        return fsspec.filesystem(name, **options)
-    except ImportError:
-        if extra:
-            raise ShardkitError(f"{name}:// paths need {_PACKAGES[extra]}: pip install 'shardkit[{extra}]'") from None
-        raise ShardkitError(f"{name}:// paths need this filesystem's fsspec package installed") from None
-    except ValueError as exc:
-        raise ShardkitError(f"{name}://: {exc}") from None
-
-
-def forget_filesystems() -> None:
-    """Drop cached filesystems (after a fork their event loops and sessions are not usable)."""
-    _filesystem.cache_clear()
-
-
-@contextlib.contextmanager
-def explained(url: str, doing: str = "reading") -> Iterator[None]:
-    """A store's failure that is not a plain missing file or denial -> one line naming ``url``.
-
-    fsspec's S3 and GCS filesystems retry transient errors themselves (s3fs: 5 tries with
-    backoff on throttling, 5xx and dropped connections; gcsfs: 6 tries on 408/429/5xx and
-    connection errors); what still fails after those is reported here.
-    """
-    try:
-        yield
-    except (ShardkitError, FileNotFoundError, FileExistsError, KeyboardInterrupt):
-        raise
-    except PermissionError as exc:
-        why = _first_line(exc)
-        raise ShardkitError(f"{url}: access denied {doing} it ({why}); check the credentials and the bucket's permissions") from None
-    except Exception as exc:  # botocore, aiohttp and google-auth raise their own types
-        if not is_url(url) and isinstance(exc, OSError):
-            raise
-        raise ShardkitError(f"{url}: {doing} failed: {_first_line(exc)}{_advice(exc)}") from None
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return (text[0] if text else type(exc).__name__)[:300]
-
-
-def _advice(exc: BaseException) -> str:
-    name = type(exc).__name__
-    if "Credential" in name or "credential" in str(exc):
-        return " (no credentials: set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a profile for s3://, Application Default Credentials for gs://)"
-    if "Connect" in name or "connect" in str(exc).lower():
-        return " (the store cannot be reached: check the network, AWS_ENDPOINT_URL or STORAGE_EMULATOR_HOST)"
-    return ""
 
 
 # -- operations, on either kind of path ------------------------------------------------------------
@@ -267,6 +157,20 @@ def sizes(folder: str) -> dict[str, int]:
     return {posixpath.basename(e["name"].rstrip("/")): int(e.get("size") or 0) for e in listing if e.get("type") == "file"}
 
 
+def sizes_of(paths: Sequence[str]) -> dict[str, int | None]:
+    """Path -> bytes of each file (None where there is none); a store's are asked concurrently."""
+    found = {p: size(p) for p in paths if not is_url(p)}
+    remote = [p for p in paths if is_url(p)]
+    if remote:
+        fs, _ = filesystem(remote[0])  # like read_many: one store (another's paths are asked one by one)
+        with explained(remote[0]):
+            try:
+                found.update(zip(remote, map(int, fs.sizes([fs._strip_protocol(p) for p in remote])), strict=True))
+            except FileNotFoundError:  # one is missing: ask one by one, to tell which
+                found.update((p, size(p)) for p in remote)
+    return found
+
+
 def listdir(folder: str) -> list[str]:
     """Names of the files directly in ``folder``, sorted (none when it is missing)."""
     return sorted(sizes(folder))
@@ -349,5 +253,17 @@ def bucket_exists(url: str) -> bool:
     """Whether the bucket (the URL's first component) can be seen at all."""
     fs, key = filesystem(url)
     bucket = key.split("/", 1)[0]
-    with explained(url):
-        return bool(fs.exists(bucket))
+    with explained(url):  # info, not exists: exists says False for an unreachable store too
+        try:
+            fs.info(bucket)
+        except FileNotFoundError:
+            return False
+    return True
+
+
+def forget_listings(url: str) -> None:
+    """Drop this process's cached listings of ``url``'s store, so that objects other processes
+    wrote since (a pool's workers) are seen: fsspec answers ``info`` from a listing it holds."""
+    if is_url(url):
+        fs, _ = filesystem(url)
+        fs.invalidate_cache()

@@ -2,7 +2,9 @@
 
 ``load_output`` reads an output's manifest and checks the structure every reader relies on.
 ``expand`` takes files, folders and globs; a folder with ``manifest.json`` is a shardkit output, any
-other folder contributes the TFRecord files in it.
+other folder contributes the TFRecord files in it. Each may be a local path or a URL
+(``gs://bucket/out``, ``s3://bucket/out/*.tfrecord``): on a store a folder is a prefix, and a
+folder or a glob costs one listing, not a request per object.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from shardkit.errors import ShardkitError
-from shardkit.storage import layout
+from shardkit.storage import layout, location
 
 TFRECORD_MARKERS = (".tfrecord", ".tfrec", ".tfrecords")
 
@@ -41,7 +43,7 @@ class Targets:
 
     def tfrecord_files(self) -> list[str]:
         """Every TFRecord file: the plain ones, then each output's shards in manifest order."""
-        return self.files + [os.path.join(o.path, shard["name"]) for o in self.outputs for _, shard in o.shards()]
+        return self.files + [location.join(o.path, shard["name"]) for o in self.outputs for _, shard in o.shards()]
 
 
 def is_tfrecord_name(name: str) -> bool:
@@ -49,12 +51,26 @@ def is_tfrecord_name(name: str) -> bool:
 
 
 def load_output(folder: str) -> Output:
+    if location.is_url(folder):
+        folder = location.absolute(folder)
+        path = location.join(folder, layout.MANIFEST)
+        try:
+            manifest = json.loads(location.read_bytes(path))
+        except FileNotFoundError:
+            raise ShardkitError(f"{path}: cannot read the manifest: no such object{_missing_bucket(folder)}") from None
+        except ValueError as exc:
+            raise ShardkitError(f"{path}: cannot read the manifest: {exc}") from None
+        return _checked(path, folder, manifest)
     path = os.path.join(folder, layout.MANIFEST)
     try:
         with open(path, encoding="utf-8") as f:
             manifest = json.load(f)
     except (OSError, ValueError) as exc:
         raise ShardkitError(f"{path}: cannot read the manifest: {exc}") from None
+    return _checked(path, folder, manifest)
+
+
+def _checked(path: str, folder: str, manifest: Any) -> Output:
     if not isinstance(manifest, dict) or manifest.get("format") != "shardkit.manifest" or "splits" not in manifest:
         raise ShardkitError(f"{path}: not a shardkit manifest")
     problem = _manifest_problem(manifest)
@@ -90,6 +106,9 @@ def expand(paths: Sequence[str]) -> Targets:
     outputs: list[Output] = []
     files: list[str] = []
     for given in paths:
+        if location.is_url(given):
+            _expand_url(given, outputs, files)
+            continue
         matches = sorted(glob.glob(given)) if glob.has_magic(given) else [given]
         if not matches:
             raise ShardkitError(f"{given}: no file matches this pattern")
@@ -109,3 +128,56 @@ def expand(paths: Sequence[str]) -> Targets:
             else:
                 raise ShardkitError(f"{path}: no such file or folder")
     return Targets(outputs, files)
+
+
+def _expand_url(given: str, outputs: list[Output], files: list[str]) -> None:
+    """``expand`` for one URL: an object, a prefix (an output when it holds manifest.json), or a glob."""
+    if glob.has_magic(given.split("://", 1)[1]):
+        matches = _glob_url(given)
+        if not matches:
+            raise ShardkitError(f"{given}: no object matches this pattern{_missing_bucket(given)}")
+    else:
+        url = location.absolute(given)
+        if location.isdir(url):
+            matches = [(url, True)]
+        elif location.isfile(url):
+            matches = [(url, False)]
+        else:
+            raise ShardkitError(f"{given}: no such object or prefix{_missing_bucket(given)}")
+    for url, is_folder in matches:
+        if not is_folder:
+            files.append(url)
+            continue
+        names = location.listdir(url)  # one listing: the manifest, or the TFRecord objects
+        if layout.MANIFEST in names:
+            outputs.append(load_output(url))
+            continue
+        found = [location.join(url, n) for n in names if is_tfrecord_name(n)]
+        if not found:
+            raise ShardkitError(f"{url}: no TFRecord objects under this prefix (names containing {', '.join(TFRECORD_MARKERS)})")
+        files.extend(found)
+
+
+def _glob_url(pattern: str) -> list[tuple[str, bool]]:
+    """(URL, whether it is a prefix) for every match, sorted: one listing says both, where asking
+    each match would cost a request per object."""
+    fs, key = location.filesystem(pattern)
+    root = pattern.split("://")[0]
+    with location.explained(pattern):
+        try:
+            found = fs.glob(key, detail=True)
+        except FileNotFoundError:  # gcsfs, for a bucket that is not there
+            return []
+    skip_dotted = not pattern.rstrip("/").rsplit("/", 1)[-1].startswith(".")  # as a local glob: * does not match .name
+    return sorted(
+        (f"{root}://{p.rstrip('/')}", info.get("type") == "directory")
+        for p, info in found.items()
+        if not (skip_dotted and p.rstrip("/").rsplit("/", 1)[-1].startswith("."))
+    )
+
+
+def _missing_bucket(url: str) -> str:
+    """Why nothing is there, when the reason is that the bucket itself is not (asked only after a miss)."""
+    if location.bucket_exists(url):
+        return ""
+    return " (the bucket does not exist, or these credentials cannot see it)"
