@@ -9,7 +9,8 @@ import pytest
 from shardkit.errors import ConfigError, EntryError, ShardkitError
 from shardkit.pipeline.config import Config, parse_config
 from shardkit.pipeline.entries import Entry, checked_rows, to_entry
-from shardkit.pipeline.index_files import IndexFile, Row, discover, folder_rows, read_rows, split_of
+from shardkit.pipeline.image_folders import folder_rows
+from shardkit.pipeline.index_files import IndexFile, Row, discover, read_rows, split_of
 
 
 @pytest.mark.parametrize(
@@ -30,8 +31,9 @@ def test_discover_folders_ignore_and_split_override(tmp_path: Path) -> None:
     for name in ("train_0.txt", "train_1.txt", "val.txt", "test_old.txt", "notes.md"):
         (tmp_path / name).write_text("a.jpg 1\n")
     found = discover([tmp_path], ignore=["test_*"])
-    assert [(f.path.name, f.split) for f in found] == [("train_0.txt", "train"), ("train_1.txt", "train"), ("val.txt", "val")]
+    assert [(f.name, f.split) for f in found] == [("train_0.txt", "train"), ("train_1.txt", "train"), ("val.txt", "val")]
     assert {f.split for f in discover([tmp_path / "val.txt"], split="holdout")} == {"holdout"}
+    assert [f.name for f in discover([str(tmp_path / "t*_?.txt")])] == ["train_0.txt", "train_1.txt"]  # a pattern the shell left
     with pytest.raises(ShardkitError, match="no such file or folder"):
         discover([tmp_path / "missing.txt"])
     with pytest.raises(ShardkitError, match=r"unknown index format '\.md'"):

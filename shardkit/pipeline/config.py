@@ -24,6 +24,7 @@ from typing import Any, Literal, cast, get_args
 import yaml
 
 from shardkit.errors import ConfigError
+from shardkit.storage import location
 
 Kind = Literal["image", "mask", "int64", "float", "bytes", "string", "class_name"]
 Encoding = Literal["jpeg", "png", "raw"]
@@ -248,9 +249,9 @@ def load_config(path: str | Path) -> Config:
     """Read and validate a YAML config file."""
     source = str(path)
     try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise ConfigError("", f"cannot read config: {exc.strerror}", source) from None
+        text = location.read_bytes(source).decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError("", f"cannot read config: {getattr(exc, 'strerror', None) or exc}", source) from None
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -14,6 +14,7 @@ from typing import Any
 from shardkit.errors import ConfigError, EntryError
 from shardkit.pipeline.config import Config, FeatureSpec
 from shardkit.pipeline.index_files import Row
+from shardkit.storage import location
 
 SOURCE_ID = "source_id"
 IDENTITY_COLUMN = "@identity"  # the column of a feature filled with the entry's identity, not an input value
@@ -71,6 +72,8 @@ def typed_value(row: Row, spec: FeatureSpec, txt_names: tuple[str, ...] | None, 
         # Relative paths resolve against the index file's folder, not the working directory.
         if folder is None:
             return raw
+        if "://" in raw or "://" in folder:  # a URL, or a path in an index file in a bucket
+            return _resolve_url(row, spec, folder, raw)
         path = raw if raw[0] == "/" else f"{folder}/{raw}"
         return os.path.normpath(path) if "/." in path or "//" in path or path[-1] == "/" else path
     if spec.kind in ("int64", "float"):
@@ -89,6 +92,19 @@ def typed_value(row: Row, spec: FeatureSpec, txt_names: tuple[str, ...] | None, 
     if spec.classes is not None and name not in spec.classes:
         raise EntryError(row.source, row.line, f"{spec.key}: unknown class {name!r} (the config lists {len(spec.classes)} classes)")
     return name
+
+
+def _resolve_url(row: Row, spec: FeatureSpec, folder: str, raw: str) -> str:
+    """A file path where a URL is involved: a URL as written; a relative path against a bucket
+    folder; a ``file://`` path as the local path it names."""
+    if location.is_url(raw):
+        return raw
+    path = location.local_path(raw)
+    if not path:
+        raise EntryError(row.source, row.line, f"{spec.key}: expected a file path, got {raw!r}")
+    if location.is_url(folder):
+        return location.resolve(folder, path)
+    return os.path.normpath(path if path[0] == "/" else f"{folder}/{path}")
 
 
 def check_columns(row: Row, config: Config) -> None:

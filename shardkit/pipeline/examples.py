@@ -7,14 +7,14 @@ gets from every shard: list lengths, image sizes, and how many records carry eac
 from __future__ import annotations
 
 import contextlib
-import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from shardkit.formats import image_codec
 from shardkit.formats.example_proto import FeatureValue, encode_example
 from shardkit.pipeline.config import Config, FeatureSpec
 from shardkit.pipeline.entries import Entry
+from shardkit.pipeline.fetch import Fetcher
 from shardkit.pipeline.plan import record_seed
 from shardkit.pipeline.tasks import ShardTask
 
@@ -58,7 +58,7 @@ class _Stats:
 class _Loaded:
     """One entry's files read into memory, headers probed, pixels decoded on first need."""
 
-    def __init__(self, entry: Entry, files: list[tuple[int, FeatureSpec]], first_image: str | None) -> None:
+    def __init__(self, entry: Entry, files: list[tuple[int, FeatureSpec]], first_image: str | None, fetcher: Fetcher) -> None:
         self.entry = entry
         self.files: dict[str, bytes] = {}
         self.paths: dict[str, str] = {}
@@ -69,7 +69,7 @@ class _Loaded:
             path = entry.values[i]
             key = spec.key
             self.paths[key] = path
-            data = self.files[key] = _read_file(path, key)
+            data = self.files[key] = fetcher.read(path, key)
             if spec.kind == "bytes":
                 continue
             try:
@@ -101,30 +101,6 @@ def _naming(key: str, path: str) -> Iterator[None]:
         raise image_codec.ImageProblem(f"{key}: {path}: {exc}") from None
 
 
-def _read_file(path: str, key: str) -> bytes:
-    try:
-        return _read_all(path)
-    except FileNotFoundError:
-        raise image_codec.ImageProblem(f"{key}: {path}: file not found") from None
-    except IsADirectoryError:
-        raise image_codec.ImageProblem(f"{key}: {path}: is a folder, not a file") from None
-    except OSError as exc:
-        raise image_codec.ImageProblem(f"{key}: {path}: cannot read: {exc.strerror}") from None
-
-
-def _read_all(path: str) -> bytes:
-    """A whole file, through the file descriptor: a third of ``open().read()``'s cost for the few-KB
-    files that small-record builds read by the million (no file object, no buffer, no fstat)."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-    try:
-        chunks = []
-        while chunk := os.read(fd, 1 << 16):  # blocks below malloc's mmap threshold: from the heap, shrunk in place
-            chunks.append(chunk)
-    finally:
-        os.close(fd)
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-
-
 class RecordMaker:
     """Turns entries into serialized Examples: the per-record steps, each a small method."""
 
@@ -148,6 +124,7 @@ class RecordMaker:
         # What every record needs, worked out once a shard rather than once a record.
         self.file_specs = [(i, f) for i, f in enumerate(self.config.features) if f.kind in ("image", "mask", "bytes")]
         self.first_image = next((f.key for f in self.config.features if f.kind == "image"), None)
+        self.fetcher = Fetcher([i for i, _ in self.file_specs])
         self.size_keys = {f.key: (f"{f.key}/height", f"{f.key}/width", f"{f.key}/channels") for f in self.config.features if f.is_image}
         for f in self.config.features:  # one value a record, whatever the input: counted once here
             if f.kind not in ("int64", "float"):
@@ -159,11 +136,16 @@ class RecordMaker:
         # Which record each of records_for's results is: -1 the original, then the copies.
         self.copies = ([-1] if augment is None or augment.keep_original else []) + list(range(augment.copies if augment else 0))
 
+    def prefetching(self, entries: Iterable[Entry]) -> Iterator[Entry]:
+        """A shard's ``entries`` as they come, while the files in buckets of the next ones are
+        fetched concurrently (``pipeline.fetch``); local files are read as each entry is made."""
+        return self.fetcher.ahead(entries)
+
     def records_for(self, entry: Entry) -> list[bytes]:
         """All records of one entry, as ``self.copies`` numbers them: the original (if kept or
         not augmenting), then the augmented copies."""
         self._labels = []  # counted once every record of the entry is made: a skipped entry counts nothing
-        loaded = _Loaded(entry, self.file_specs, self.first_image)
+        loaded = _Loaded(entry, self.file_specs, self.first_image, self.fetcher)
         augment = self.config.augment
         out = []
         if augment is None or augment.keep_original:

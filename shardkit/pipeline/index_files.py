@@ -2,10 +2,13 @@
 
 No image I/O happens here. Formats are told by extension: ``.txt`` (whitespace-separated columns,
 ``#`` comments and blank lines skipped), ``.csv`` / ``.tsv`` (a header row) and ``.jsonl``.
+Index files, their folders and ImageFolder trees may be URLs (``s3://``, ``gs://``): they are
+listed and streamed through ``storage.location``; local paths keep going straight to ``os``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import fnmatch
@@ -16,24 +19,33 @@ import os
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 from shardkit.errors import EntryError, ShardkitError
+from shardkit.storage import location
 
 INDEX_SUFFIXES = (".txt", ".csv", ".tsv", ".jsonl")
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp")
 _SPLIT_RE = re.compile(r"[_.\-]")
+_GLOB_RE = re.compile(r"[*?[]")
 FOLDER_COLUMNS = ("image", "label")  # the columns of an ImageFolder row
 
 
 @dataclasses.dataclass(frozen=True)
 class IndexFile:
-    path: Path
+    path: str  # a local path or a URL, as found: what messages and each row's source name
     split: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", os.fspath(self.path))  # a pathlib.Path is taken too
+
+    @property
+    def name(self) -> str:
+        return _file_name(self.path)
 
     @property
     def format(self) -> str:
-        return self.path.suffix.lower().lstrip(".")
+        return os.path.splitext(self.name)[1].lower().lstrip(".")
 
 
 @dataclasses.dataclass(slots=True)  # not frozen: a frozen init costs 1 us a row, 10 s at 10M rows
@@ -83,35 +95,75 @@ def split_of(name: str) -> str:
 
 
 def discover(paths: Sequence[str | Path], ignore: Sequence[str] = (), split: str | None = None) -> list[IndexFile]:
-    """Expand files and folders into index files (sorted within each folder), minus ignored names."""
+    """Expand files, folders and glob patterns (local or URLs) into index files (sorted within each
+    folder or pattern), minus ignored names."""
     found: list[IndexFile] = []
-    seen: set[Path] = set()
+    seen: set[str] = set()
     for given in paths:
-        path = Path(given)
-        if path.is_dir():
-            candidates = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in INDEX_SUFFIXES)
-            if not candidates:
-                raise ShardkitError(f"{path}: no index files ({', '.join(INDEX_SUFFIXES)}) in this folder")
-        elif path.is_file():
-            if path.suffix.lower() not in INDEX_SUFFIXES:
-                raise ShardkitError(f"{path}: unknown index format {path.suffix!r} (known: {', '.join(INDEX_SUFFIXES)})")
-            candidates = [path]
-        else:
-            raise ShardkitError(f"{path}: no such file or folder")
-        for candidate in candidates:
-            if any(fnmatch.fnmatch(candidate.name, pattern) for pattern in ignore):
+        for candidate in _candidates(os.fspath(given)):
+            name = _file_name(candidate)
+            if any(fnmatch.fnmatch(name, pattern) for pattern in ignore):
                 continue
-            resolved = candidate.resolve()
+            resolved = candidate if location.is_url(candidate) else str(Path(candidate).resolve())
             if resolved in seen:
                 continue
             seen.add(resolved)
-            name_split = split or split_of(candidate.name)
+            name_split = split or split_of(name)
             if not name_split:
                 raise ShardkitError(f"{candidate}: cannot tell the split from the file name; use --split NAME")
             found.append(IndexFile(path=candidate, split=name_split))
     if not found:
         raise ShardkitError("no index files left to build (check the paths and --ignore patterns)")
     return found
+
+
+def _is_index(name: str) -> bool:
+    return os.path.splitext(name)[1].lower() in INDEX_SUFFIXES
+
+
+def _candidates(given: str) -> list[str]:
+    """The index files one argument names: itself, those in its folder, or its glob's matches."""
+    if location.is_url(given):
+        return _url_candidates(given)
+    path = Path(location.local_path(given))
+    if path.is_dir():
+        candidates = [str(p) for p in sorted(path.iterdir()) if p.is_file() and _is_index(p.name)]
+        if not candidates:
+            raise ShardkitError(f"{path}: no index files ({', '.join(INDEX_SUFFIXES)}) in this folder")
+        return candidates
+    if path.is_file():
+        if not _is_index(path.name):
+            raise ShardkitError(f"{path}: unknown index format {path.suffix!r} (known: {', '.join(INDEX_SUFFIXES)})")
+        return [str(path)]
+    if _GLOB_RE.search(given):  # a pattern the shell did not expand (quoted, or from Python)
+        return _matches(given, location.glob(str(path)))
+    raise ShardkitError(f"{path}: no such file or folder")
+
+
+def _url_candidates(url: str) -> list[str]:
+    url = location.absolute(url)
+    if _GLOB_RE.search(url.split("://", 1)[1]):
+        return _matches(url, location.glob(url))
+    if location.isfile(url):
+        if not _is_index(url):
+            raise ShardkitError(f"{url}: unknown index format {os.path.splitext(url)[1]!r} (known: {', '.join(INDEX_SUFFIXES)})")
+        return [url]
+    names = location.listdir(url)  # a store's folder: the objects whose names start with it and a /
+    if names:
+        candidates = [location.join(url, n) for n in names if _is_index(n)]
+        if not candidates:
+            raise ShardkitError(f"{url}: no index files ({', '.join(INDEX_SUFFIXES)}) in this folder")
+        return candidates
+    if not location.bucket_exists(url):
+        raise ShardkitError(f"{url}: no such bucket, or no permission to see it")
+    raise ShardkitError(f"{url}: no such file or folder")
+
+
+def _matches(pattern: str, matches: list[str]) -> list[str]:
+    candidates = [m for m in matches if _is_index(m) and (location.is_url(m) or os.path.isfile(m))]
+    if not candidates:
+        raise ShardkitError(f"{pattern}: no index files ({', '.join(INDEX_SUFFIXES)}) match this pattern")
+    return candidates
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,35 +181,42 @@ class Piece:
 def cut_pieces(index: IndexFile, piece_bytes: int) -> list[Piece]:
     """The file as pieces of about ``piece_bytes``, each ending after a ``\n``; csv and tsv
     (quoted fields may hold line breaks) and small files stay whole."""
-    size = index.path.stat().st_size
+    size = location.size(index.path)
+    if size is None:
+        raise ShardkitError(f"{index.path}: cannot read index file: file not found")
     if index.format not in ("txt", "jsonl") or size <= piece_bytes:
         return [Piece(index)]
     pieces = []
     start, line = 0, 1
-    with index.path.open("rb") as f:
-        while start < size:
-            stop = _line_end_after(f, start + piece_bytes, size)
-            f.seek(start)
-            data = f.read(stop - start)
-            pieces.append(Piece(index, start, stop, line))
+    with _explained(index.path), location.open_read(index.path) as f:
+        for data in _cut(f, piece_bytes):  # one forward pass: a store's file is downloaded once, not sought back and forth
+            pieces.append(Piece(index, start, start + len(data), line))
             line += data.count(b"\n") + data.count(b"\r") - data.count(b"\r\n")  # the line breaks Python's text mode sees
-            start = stop
+            start += len(data)
     first = _txt_first_row(index) if index.format == "txt" else None
     return [dataclasses.replace(p, txt_first=first if first and first[1] < p.first_line else None) for p in pieces]
 
 
-def _line_end_after(f: BinaryIO, position: int, size: int) -> int:
-    """The offset just past the first ``\n`` at or after ``position`` (the file's size if none)."""
-    f.seek(position)
-    while position < size:
-        block = f.read(1 << 16)
-        if not block:
-            break
-        found = block.find(b"\n")
-        if found >= 0:
-            return position + found + 1
-        position += len(block)
-    return size
+def _cut(f: IO[bytes], piece_bytes: int) -> Iterator[bytes]:
+    """The file's bytes in pieces: each runs to just past the first ``\n`` at or after
+    ``piece_bytes`` into it (the last one to the end)."""
+    carry = b""
+    while True:
+        data = carry + f.read(max(0, piece_bytes + 1 - len(carry)))
+        if not data:
+            return
+        end = data.find(b"\n", piece_bytes)
+        while end < 0:
+            block = f.read(1 << 16)
+            if not block:
+                end = len(data) - 1
+                break
+            found = block.find(b"\n")
+            if found >= 0:
+                end = len(data) + found
+            data += block
+        carry = data[end + 1 :]
+        yield data[: end + 1]
 
 
 def _txt_first_row(index: IndexFile) -> tuple[int, int] | None:
@@ -173,23 +232,23 @@ def read_rows(index: IndexFile, piece: Piece | None = None) -> Iterator[Row | En
     A malformed line is yielded as an ``EntryError`` rather than raised, so the caller decides
     between stopping (``--on-error fail``) and recording it and going on (``skip``).
     """
-    source = str(index.path)
+    source = index.path
     start = piece.start if piece else 0
     try:
         if piece is None or (piece.start == 0 and piece.stop is None):
-            handle: Any = index.path.open(newline="", encoding="utf-8-sig")  # spreadsheets write a BOM
+            # A BOM: spreadsheets write one. A store's file is streamed in blocks, like a local one.
+            handle: Any = io.TextIOWrapper(location.open_read(source), newline="", encoding="utf-8-sig")
         else:
-            with index.path.open("rb") as f:
-                f.seek(piece.start)
-                data = f.read(piece.stop - piece.start if piece.stop is not None else -1)
+            data = location.read_bytes(source, piece.start, piece.stop)
             # Decoded as it is read, like a file (a StringIO would hold the piece as 4-byte characters).
             handle = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8-sig" if piece.start == 0 else "utf-8", newline="")
             del data
     except OSError as exc:
-        raise ShardkitError(f"{source}: cannot read index file: {exc.strerror}") from None
+        raise ShardkitError(f"{source}: cannot read index file: {_why(exc)}") from None
     number = piece.first_line if piece else 1
     width, first_line = piece.txt_first if piece and piece.txt_first else (None, 0)
-    with handle:
+    # A store failing mid-file (after its own retries) is one line naming the file.
+    with handle, _explained(source):
         try:
             if index.format == "txt":
                 yield from _txt_rows(source, handle, number, width, first_line)
@@ -199,6 +258,15 @@ def read_rows(index: IndexFile, piece: Piece | None = None) -> Iterator[Row | En
                 yield from _jsonl_rows(source, handle, number)
         except UnicodeDecodeError as exc:
             raise ShardkitError(f"{source}: not UTF-8 text ({exc.reason} near byte {start + exc.start})") from None
+
+
+def _explained(path: str) -> contextlib.AbstractContextManager[None]:
+    """A store's failure while a file is read -> one line naming it; a local file's errors stay as they are."""
+    return location.explained(path) if location.is_url(path) else contextlib.nullcontext()
+
+
+def _why(exc: OSError) -> str:
+    return exc.strerror or ("file not found" if isinstance(exc, FileNotFoundError) else str(exc))
 
 
 def _txt_rows(source: str, handle: Any, start: int = 1, width: int | None = None, first_line: int = 0) -> Iterator[Row | EntryError]:
@@ -251,38 +319,3 @@ def _jsonl_rows(source: str, handle: Any, start: int = 1) -> Iterator[Row | Entr
             yield EntryError(source, number, f"expected a JSON object, got {type(obj).__name__}")
             continue
         yield Row(source, number, tuple(obj.values()), tuple(obj.keys()), text=line.strip())
-
-
-def folder_splits(root: Path) -> list[tuple[str, Path]]:
-    """ImageFolder layout -> (split, folder of its class folders).
-
-    ``ROOT/<split>/<class>/<img>`` when every folder under ROOT holds only folders, else
-    ``ROOT/<class>/<img>`` as split ``train``.
-    """
-    if not root.is_dir():
-        raise ShardkitError(f"{root}: no such folder")
-    top = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
-    if not top:
-        raise ShardkitError(f"{root}: no class folders (expected ROOT/<class>/<image> or ROOT/<split>/<class>/<image>)")
-    nested = all(not any(f.is_file() and f.suffix.lower() in IMAGE_SUFFIXES for f in d.iterdir()) for d in top)
-    return [(d.name, d) for d in top] if nested else [("train", root)]
-
-
-def folder_split_rows(root: Path, split_root: Path) -> Iterator[Row]:
-    """One split's images as Row(image path, class name), streamed; line numbers count images."""
-    number = 0
-    for class_dir in sorted(p for p in split_root.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        for image in sorted(class_dir.iterdir()):
-            if image.is_file() and image.suffix.lower() in IMAGE_SUFFIXES:
-                number += 1
-                key = image.relative_to(root).as_posix()
-                # Absolute: entries resolve a relative value against the row's source folder, which
-                # would join a relative ROOT twice (photos/train/photos/train/cat/x.jpg).
-                yield Row(str(split_root), number, (str(image.absolute()), class_dir.name), FOLDER_COLUMNS, key)
-
-
-def folder_rows(root: Path) -> Iterator[tuple[str, Row]]:
-    """Every image of an ImageFolder tree as (split, Row), split by split."""
-    for split, split_root in folder_splits(root):
-        for row in folder_split_rows(root, split_root):
-            yield split, row

@@ -18,8 +18,10 @@ from typing import Any
 
 from shardkit.errors import EntryError, ShardkitError
 from shardkit.pipeline.config import Config, infer_config, load_config
-from shardkit.pipeline.index_files import IndexFile, Row, discover, folder_rows, folder_split_rows, folder_splits, read_rows
+from shardkit.pipeline.image_folders import folder_rows, folder_split_rows, folder_splits
+from shardkit.pipeline.index_files import IndexFile, Row, discover, read_rows
 from shardkit.pipeline.plan_files import PlanSource
+from shardkit.storage import location
 
 
 @dataclasses.dataclass
@@ -36,8 +38,8 @@ def rows_by_split(
 ) -> tuple[dict[str, SplitInput], dict[str, Any]]:
     """Rows grouped by split, lazily, plus a description of the inputs for the fingerprint."""
     if from_folder is not None:
-        root = Path(from_folder)
-        folders: dict[str, list[Path]] = {}
+        root = location.local_path(os.fspath(from_folder))  # file://ROOT too
+        folders: dict[str, list[str]] = {}
         for name, split_root in folder_splits(root):
             folders.setdefault(split or name, []).append(split_root)
         listing = hashlib.sha256()
@@ -45,32 +47,37 @@ def rows_by_split(
             listing.update(row.identity.encode("utf-8", "surrogateescape") + b"\n")
         by_split = {
             name: SplitInput(
-                [PlanSource(str(r), str(r.absolute()), "folder") for r in roots],
+                [PlanSource(r, location.absolute(r) if location.is_url(r) else str(Path(r).absolute()), "folder") for r in roots],
                 itertools.chain.from_iterable(folder_split_rows(root, r) for r in roots),
             )
             for name, roots in folders.items()
         }
-        return by_split, {"folder": str(root.resolve()), "listing_sha256": listing.hexdigest()}
+        return by_split, {"folder": _resolved(root), "listing_sha256": listing.hexdigest()}
     files = discover(indexes, ignore, split)
     grouped: dict[str, list[IndexFile]] = {}
     for f in files:
         grouped.setdefault(f.split, []).append(f)
     rows = {
         name: SplitInput(
-            [PlanSource(str(f.path), os.path.dirname(os.path.abspath(f.path)), f.format) for f in group],
+            [PlanSource(f.path, location.dirname(location.absolute(f.path)), f.format) for f in group],
             itertools.chain.from_iterable(read_rows(f) for f in group),
             list(group),
         )
         for name, group in grouped.items()
     }
     # The resolved path matters as much as the content: relative image paths resolve against it.
-    inputs = {"index_files": [{"path": str(f.path.resolve()), "split": f.split, "sha256": _sha256(f.path)} for f in files]}
+    inputs = {"index_files": [{"path": _resolved(f.path), "split": f.split, "sha256": _sha256(f.path)} for f in files]}
     return rows, inputs
 
 
-def _sha256(path: Path) -> str:
+def _resolved(path: str) -> str:
+    """The input's name in the fingerprint: symbolic links followed locally (as ever), a URL as it is."""
+    return location.absolute(path) if location.is_url(path) else str(Path(path).resolve())
+
+
+def _sha256(path: str) -> str:
     digest = hashlib.sha256()
-    with path.open("rb") as f:
+    with location.open_read(path) as f, location.explained(path):
         for chunk in iter(lambda: f.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()

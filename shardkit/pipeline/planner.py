@@ -32,6 +32,7 @@ from shardkit.pipeline.inputs import SplitInput
 from shardkit.pipeline.plan import ShuffleKeys, default_entries_per_shard
 from shardkit.pipeline.plan_files import PlanSource, encode_line, write_plan
 from shardkit.pipeline.spool import BUFFER_BYTES, Spool, merged
+from shardkit.storage import location
 
 SAMPLE = 64  # entries whose files are sized to choose the default shard size
 TICK = 1 << 16  # entries between progress reports
@@ -83,7 +84,7 @@ def make_plan(
     plans = {}
     for name, split_input in splits.items():  # one split at a time: memory is one split's spools
         scratch = os.path.join(folder, f"{name}.spool")
-        size = sum(f.path.stat().st_size for f in split_input.files)
+        size = sum(n or 0 for n in location.sizes_of([f.path for f in split_input.files]).values())  # a store's concurrently
         if processes > 1 and size > PARALLEL_BYTES:
             parts = _spool_pieces(split_input, config, scratch, seed, shuffle, on_error, buffer_bytes, processes, size, progress)
         else:
@@ -215,10 +216,14 @@ def _bytes_per_entry(sample: list[tuple[Any, ...]], config: Config) -> float:
     if not sample:
         return 1.0
     file_columns = [i for i, f in enumerate(config.features) if f.kind in ("image", "mask", "bytes")]
+    remote = location.sizes_of([v[i] for v in sample for i in file_columns if location.is_url(v[i])])  # concurrently
     sizes = []
     for values in sample:
         total = 0
         for i in file_columns:
+            if values[i] in remote:
+                total += remote[values[i]] or 0
+                continue
             with contextlib.suppress(OSError):
                 total += os.path.getsize(values[i])
         sizes.append(total + 64)

@@ -1,0 +1,102 @@
+"""An entry's files as bytes: local ones through the file descriptor, those in buckets fetched ahead.
+
+A worker that asked a store for one image at a time would spend each record waiting for one
+HTTP round trip. ``Fetcher.ahead`` passes a shard's entries through unchanged while the files in
+buckets of the next batch (up to ``PREFETCH_ENTRIES`` entries, about ``PREFETCH_BYTES``) are
+fetched concurrently in a thread, so requests overlap each other and the CPU work on the current
+batch. Memory is two batches of files. Local files are read when asked, as before: no thread.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING
+
+from shardkit.formats.image_codec import ImageProblem
+from shardkit.pipeline.entries import Entry
+from shardkit.storage import location
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+PREFETCH_ENTRIES = 64  # entries whose files in buckets are fetched together, at most
+PREFETCH_BYTES = 32 << 20  # about this many bytes a batch, once the first batch tells the files' size
+FIRST_BATCH = 16  # entries of the first batch, before any file's size is known
+
+
+class Fetcher:
+    """Reads the files of a shard's entries (the values in ``columns``)."""
+
+    def __init__(self, columns: Sequence[int]) -> None:
+        self.columns = list(columns)
+        self._fetched: dict[str, bytes | None] = {}
+
+    def ahead(self, entries: Iterable[Entry]) -> Iterator[Entry]:
+        """``entries``, in order, with the files in buckets of each batch fetched before it is
+        reached: the first batch at once, each next one in a thread while this one is used."""
+        items = iter(entries)
+        batch = list(itertools.islice(items, FIRST_BATCH))
+        fetched = self._fetch(batch)
+        pool: ThreadPoolExecutor | None = None
+        try:
+            while batch:
+                following = list(itertools.islice(items, self._batch_size(batch, fetched)))
+                urls = self._urls(following)
+                future: Future[dict[str, bytes | None]] | None = None
+                if urls:
+                    if pool is None:
+                        from concurrent.futures import ThreadPoolExecutor  # only where files are in a bucket
+
+                        pool = ThreadPoolExecutor(1, thread_name_prefix="shardkit-fetch")
+                    future = pool.submit(location.read_many, urls)
+                self._fetched = fetched
+                yield from batch
+                fetched = future.result() if future is not None else {}
+                batch = following
+        finally:
+            self._fetched = {}
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
+
+    def read(self, path: str, key: str) -> bytes:
+        """The whole file; a missing or unreadable one is an ``ImageProblem`` naming ``key`` and ``path``."""
+        data = self._fetched.get(path) if self._fetched else None
+        if data is not None:
+            return data
+        try:
+            return location.read_bytes(path) if "://" in path and location.is_url(path) else _read_all(path)
+        except FileNotFoundError:
+            raise ImageProblem(f"{key}: {path}: file not found") from None
+        except IsADirectoryError:
+            raise ImageProblem(f"{key}: {path}: is a folder, not a file") from None
+        except OSError as exc:
+            raise ImageProblem(f"{key}: {path}: cannot read: {exc.strerror or exc}") from None
+
+    def _urls(self, batch: list[Entry]) -> list[str]:
+        return [v for e in batch for i in self.columns if "://" in (v := e.values[i]) and location.is_url(v)]
+
+    def _fetch(self, batch: list[Entry]) -> dict[str, bytes | None]:
+        urls = self._urls(batch)
+        return location.read_many(urls) if urls else {}
+
+    @staticmethod
+    def _batch_size(batch: list[Entry], fetched: dict[str, bytes | None]) -> int:
+        got = sum(len(data) for data in fetched.values() if data)
+        if not got:
+            return PREFETCH_ENTRIES
+        return max(1, min(PREFETCH_ENTRIES, PREFETCH_BYTES * len(batch) // got))
+
+
+def _read_all(path: str) -> bytes:
+    """A whole file, through the file descriptor: a third of ``open().read()``'s cost for the few-KB
+    files that small-record builds read by the million (no file object, no buffer, no fstat)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):  # blocks below malloc's mmap threshold: from the heap, shrunk in place
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
