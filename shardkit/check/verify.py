@@ -3,7 +3,9 @@
 Every record's length and data CRC, truncation, and for a shardkit folder each shard's count,
 size and checksum against the manifest, missing shards, unlisted shards and leftover temp files.
 ``deep`` also parses every record as ``tf.train.Example`` against the schema and decodes every
-image. Files are checked in parallel, one process per file at a time.
+image. Files are checked in parallel, one process per file at a time. A folder or file may be a
+URL (``gs://``, ``s3://``): objects are streamed in block reads, and a folder is checked against
+its manifest from one listing.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from shardkit.formats import tfrecord_scan
 from shardkit.formats.example_proto import DecodeError, decode_example
 from shardkit.formats.idx_sidecar import INDEX_SUFFIX, index_text
 from shardkit.interrupts import quiet_pool, stop_pool
-from shardkit.storage import layout
+from shardkit.storage import layout, location
+from shardkit.storage.atomic import INCOMPLETE
 from shardkit.storage.outputs import Output, expand, is_tfrecord_name
 
 
@@ -102,6 +105,8 @@ def verify(paths: Sequence[str], *, deep: bool = False, workers: int = 1, compre
 
 
 def _output_jobs(output: Output, deep: bool, compression: str, problems: list[str]) -> list[_Job]:
+    if location.is_url(output.path):
+        return _bucket_output_jobs(output, deep, compression, problems)
     listed = set()
     jobs = []
     schema = output.manifest.get("schema")
@@ -117,6 +122,28 @@ def _output_jobs(output: Output, deep: bool, compression: str, problems: list[st
             problems.append(f"{os.path.join(output.path, name)}: a TFRecord file the manifest does not list")
     for temp in layout.temp_files(output.path):
         problems.append(f"{temp}: temporary file of an interrupted build (rerun the build to resume and clean up)")
+    return jobs
+
+
+def _bucket_output_jobs(output: Output, deep: bool, compression: str, problems: list[str]) -> list[_Job]:
+    """``_output_jobs`` for an output in a bucket: one listing instead of a request per shard."""
+    names = set(location.listdir(output.path))
+    listed = set()
+    jobs = []
+    schema = output.manifest.get("schema")
+    for _, shard in output.shards():
+        path = location.join(output.path, shard["name"])
+        listed.add(shard["name"])
+        if shard["name"] not in names:
+            problems.append(f"{path}: listed in the manifest but missing")
+            continue
+        jobs.append(_Job(path, compression, deep, shard, schema))
+    for name in sorted(names - listed):
+        where = location.join(output.path, name)
+        if name.startswith(".") and INCOMPLETE in name:
+            problems.append(f"{where}: temporary object of an interrupted build (rerun the build to resume and clean up)")
+        elif is_tfrecord_name(name) and not name.startswith("."):
+            problems.append(f"{where}: a TFRecord object the manifest does not list")
     return jobs
 
 
@@ -143,17 +170,22 @@ def _index_path(job: _Job) -> str | None:
     """The .idx to check: the one the manifest lists, or one lying beside a plain file."""
     if job.expected is not None:
         name = job.expected.get("index")
-        return os.path.join(os.path.dirname(job.path), name) if name else None
+        return location.join(location.dirname(job.path), name) if name else None
     candidate = job.path + INDEX_SUFFIX
-    return candidate if os.path.exists(candidate) else None
+    try:
+        return candidate if location.exists(candidate) else None
+    except ShardkitError:  # a store that fails this question fails the read of the file too, and says why there
+        return None
 
 
 def _index_mismatch(index_path: str, frames: list[tuple[int, int]]) -> str | None:
     try:
-        with open(index_path, "rb") as f:
-            text = f.read()
-    except OSError as exc:
-        return f"its index {index_path} cannot be read: {exc.strerror}"
+        text = location.read_bytes(index_path)
+    except OSError as exc:  # a store's missing object has no strerror
+        why = "no such object" if location.is_url(index_path) and isinstance(exc, FileNotFoundError) else exc.strerror
+        return f"its index {index_path} cannot be read: {why}"
+    except ShardkitError as exc:  # a store's failure, one line naming the URL
+        return f"its index cannot be read: {exc}"
     if text != index_text(frames):
         return f"its index {os.path.basename(index_path)} does not list the file's records (shardkit index rewrites it)"
     return None

@@ -2,7 +2,8 @@
 
 The format DALI's ``tfrecord2idx`` and the ``tfrecord`` package's ``tfrecord2idx`` write and read:
 with it, readers shard and shuffle TFRecords across workers by seeking. ``shardkit build`` writes
-it while writing each shard; ``shardkit index`` makes it for existing (uncompressed) files.
+it while writing each shard; ``shardkit index`` makes it for existing (uncompressed) files, in a
+bucket too (``gs://``, ``s3://``: the object is read in block reads, its index is one upload).
 """
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ import dataclasses
 import glob
 import multiprocessing as mp
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
-from shardkit.errors import Interrupted, ShardkitError, WriteError
+from shardkit.errors import Interrupted, ShardkitError
 from shardkit.formats import tfrecord_scan
 from shardkit.interrupts import quiet_pool, stop_pool
-from shardkit.storage import atomic
+from shardkit.storage import atomic, location
 
 INDEX_SUFFIX = ".idx"
 
@@ -28,10 +29,26 @@ def index_text(offsets: list[tuple[int, int]]) -> bytes:
 
 def read_index(path: str) -> list[tuple[int, int]]:
     """(offset, framed length) of every record an index lists; an unreadable one is a ShardkitError."""
+    if location.is_url(path):
+        try:
+            text = location.read_bytes(path).decode("ascii")
+        except FileNotFoundError:
+            raise ShardkitError(f"{path}: cannot read the index: no such object") from None
+        except ValueError as exc:
+            raise ShardkitError(f"{path}: cannot read the index: {exc}") from None
+        return parse_index(path, text.splitlines())
     try:
         with open(path, encoding="ascii") as f:
-            return [(int(a), int(b)) for a, b in (line.split() for line in f if line.strip())]
+            return parse_index(path, f)
     except (OSError, ValueError) as exc:
+        raise ShardkitError(f"{path}: cannot read the index: {exc}") from None
+
+
+def parse_index(path: str, lines: Iterable[str]) -> list[tuple[int, int]]:
+    """The (offset, framed length) pairs of an index's lines; ``path`` names it in the error."""
+    try:
+        return [(int(a), int(b)) for a, b in (line.split() for line in lines if line.strip())]
+    except ValueError as exc:
         raise ShardkitError(f"{path}: cannot read the index: {exc}") from None
 
 
@@ -58,8 +75,11 @@ def write_index(path: str, compression: str = "auto") -> IndexReport:
         return IndexReport(path, result.records, None, f"{result.compression}-compressed: index files need uncompressed TFRecords")
     target = path + INDEX_SUFFIX
     try:
-        atomic.write_atomic(target, index_text(found))
-    except WriteError as exc:  # a full disk or a read-only folder fails this file, not the whole run
+        if location.is_url(target):
+            location.put_bytes(target, index_text(found))  # an object upload appears whole or not at all
+        else:
+            atomic.write_atomic(target, index_text(found))
+    except ShardkitError as exc:  # a full disk, a read-only folder or bucket fails this file, not the whole run
         return IndexReport(path, result.records, None, str(exc))
     return IndexReport(path, result.records, target)
 
@@ -73,9 +93,11 @@ def write_idx_files(paths: Sequence[str], workers: int = 1, compression: str = "
                 return pool.starmap(write_index, [(p, compression) for p in paths], chunksize=1)
             finally:
                 stop_pool(pool)
+                for scheme in {location.scheme(p) for p in paths} - {None}:
+                    location.forget_listings(f"{scheme}://")  # else this process's cached listings hide the workers' uploads
         return [write_index(p, compression) for p in paths]
     except KeyboardInterrupt as exc:
-        for path in paths:  # a worker stopped inside its atomic write leaves the temp file
+        for path in (p for p in paths if not location.is_url(p)):  # a worker stopped inside its atomic write leaves the temp file
             folder, name = os.path.split(path)
             for temp in glob.glob(os.path.join(glob.escape(folder), f".{glob.escape(name + INDEX_SUFFIX)}{atomic.INCOMPLETE}*")):
                 atomic.remove_quietly(temp)

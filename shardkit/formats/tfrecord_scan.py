@@ -4,6 +4,8 @@ One pass over the file in large reads into one reused buffer; records are checke
 through memoryviews (the ``crc32c`` package takes them without a copy), and a record larger than
 the buffer is checked in pieces, so memory stays bounded whatever the file or a hostile length
 field says. GZIP and ZLIB files are inflated in bounded steps too. TensorFlow is never imported.
+A URL (``gs://``, ``s3://``) is streamed the same way through ``storage.location.open_read``:
+block reads of a few MB, never the whole object in memory; a local file is read unbuffered.
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ import dataclasses
 import struct
 import zlib
 from collections.abc import Callable
-from typing import BinaryIO
+from typing import IO, Protocol
 
 import crc32c
 
+from shardkit.errors import ShardkitError
 from shardkit.formats.tfrecord import FOOTER_SIZE, HEADER_SIZE
+from shardkit.storage import location
 
 CHUNK = 8 << 20
 MAX_PARSED_RECORD = 256 << 20  # records handed to on_record (inspect, verify --deep) are held whole
@@ -69,6 +73,14 @@ def detect_compression(head: bytes) -> str:
     return "none"
 
 
+class _Readable(Protocol):
+    """What the walk needs of a file: a local one unbuffered, or a store's object."""
+
+    def read(self, n: int, /) -> bytes: ...
+    def readinto(self, target: memoryview | bytearray, /) -> int | None: ...
+    def seek(self, offset: int, /) -> int: ...
+
+
 class _Source:
     """Fills buffers with the record stream, inflating if needed; checksums the raw file bytes.
 
@@ -76,7 +88,7 @@ class _Source:
     memory), and concatenated members (``cat a.gz b.gz``) are read one after another, as gzip does.
     """
 
-    def __init__(self, f: BinaryIO, compression: str) -> None:
+    def __init__(self, f: _Readable, compression: str) -> None:
         self._f = f
         self.file_crc = 0
         self.file_bytes = 0
@@ -90,7 +102,7 @@ class _Source:
         self._truncated = False
 
     def read_raw(self) -> memoryview:
-        n = self._f.readinto(self._raw)  # type: ignore[attr-defined]
+        n = self._f.readinto(self._raw) or 0
         chunk = self._raw_view[:n]
         if n:
             self.file_crc = crc32c.crc32c(chunk, value=self.file_crc)
@@ -99,7 +111,7 @@ class _Source:
 
     def readinto(self, target: memoryview) -> int:
         if self._inflate is None:
-            n = self._f.readinto(target)  # type: ignore[attr-defined]
+            n = self._f.readinto(target)
             if n:
                 self.file_crc = crc32c.crc32c(target[:n], value=self.file_crc)
                 self.file_bytes += n
@@ -153,26 +165,35 @@ def scan(
     since parsing needs them whole).
     With ``checksum`` the whole file is read for its CRC32C even when the walk stops early.
     """
-    try:
-        f = open(path, "rb", buffering=0)  # noqa: SIM115 - closed below, whatever happens
+    remote = location.is_url(path)
+    try:  # the files are closed below, whatever happens
+        if remote:
+            f: IO[bytes] = location.open_read(path)
+            stream: _Readable = _StoreFile(f, path)
+        else:
+            f = stream = open(path, "rb", buffering=0)  # noqa: SIM115
+    except FileNotFoundError as exc:
+        return ScanResult(path, "none", 0, 0, "", f"cannot open: {'no such object' if remote else exc.strerror}")
     except OSError as exc:
-        return ScanResult(path, "none", 0, 0, "", f"cannot open: {exc.strerror}")
+        return ScanResult(path, "none", 0, 0, "", f"cannot open: {exc.strerror or exc}")
+    except ShardkitError as exc:  # a store's failure, already one line
+        return ScanResult(path, "none", 0, 0, "", f"cannot open: {_without(path, exc)}")
     with f:
         try:
-            head = f.read(HEADER_SIZE)
-            f.seek(0)
-        except OSError as exc:
-            return ScanResult(path, "none", 0, 0, "", f"cannot read: {exc.strerror}")
+            head = stream.read(HEADER_SIZE)
+            stream.seek(0)
+        except (OSError, ShardkitError) as exc:
+            return ScanResult(path, "none", 0, 0, "", f"cannot read: {_reason(path, exc)}")
         if not head:
             return ScanResult(path, "none", 0, 0, f"{0:08x}", "empty file (0 bytes): no records")
         kind = detect_compression(head) if compression == "auto" else compression
-        source = _Source(f, kind)
+        source = _Source(stream, kind)
         try:
             records, error, offset = _walk(source, on_record, limit, kind, on_frame)
             while checksum and source.read_raw():
                 pass  # the walk stopped early: finish the file checksum
-        except OSError as exc:
-            return ScanResult(path, kind, 0, source.file_bytes, "", f"cannot read: {exc.strerror or exc}")
+        except (OSError, ShardkitError) as exc:
+            return ScanResult(path, kind, 0, source.file_bytes, "", f"cannot read: {_reason(path, exc)}")
         if error and records == 0 and kind == "zlib" and compression == "auto" and error.startswith("cannot read zlib"):
             f.close()
             return scan(path, "none", on_record, limit, checksum, on_frame)  # only guessed zlib: a damaged plain file
@@ -180,6 +201,37 @@ def scan(
         if error:
             return dataclasses.replace(result, error=error, error_record=records, error_offset=offset)
         return result
+
+
+class _StoreFile:
+    """An object being read from a store: its client's own failures (a dropped connection after
+    the client's retries, expired credentials) become one ``ShardkitError`` line naming the URL."""
+
+    def __init__(self, f: IO[bytes], url: str) -> None:
+        self._f, self._url = f, url
+
+    def read(self, n: int) -> bytes:
+        with location.explained(self._url):
+            return self._f.read(n)
+
+    def readinto(self, target: memoryview | bytearray) -> int:
+        with location.explained(self._url):
+            return int(self._f.readinto(target))  # type: ignore[attr-defined]
+
+    def seek(self, offset: int) -> int:
+        with location.explained(self._url):
+            return self._f.seek(offset)
+
+
+def _reason(path: str, exc: BaseException) -> str:
+    if isinstance(exc, OSError):
+        return str(exc.strerror or exc)
+    return _without(path, exc)
+
+
+def _without(path: str, exc: BaseException) -> str:
+    """A store error's line without the URL in front: the caller's report names the file already."""
+    return str(exc).removeprefix(f"{path}: ")
 
 
 def _walk(

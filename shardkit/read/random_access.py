@@ -9,7 +9,9 @@ Record ``i`` is found through the split's ``.idx`` files (one seek, one read), i
 checked, and the Example is decoded with the manifest schema: scalars as Python numbers, fixed
 lists and ragged lists as numpy arrays, strings as ``str``; images as bytes or, with
 ``decode_images=True``, as uint8 arrays. File handles are opened lazily per process, so the
-object pickles into DataLoader workers.
+object pickles into DataLoader workers. ``out`` may be a URL (``gs://bucket/out``,
+``s3://bucket/out``): the ``.idx`` objects are fetched at once, then each record is one ranged
+read of its bytes.
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ import numpy as np
 
 from shardkit.errors import CorruptShardError, ShardkitError
 from shardkit.formats.example_proto import DecodeError, decode_example
-from shardkit.formats.idx_sidecar import INDEX_SUFFIX, read_index
+from shardkit.formats.idx_sidecar import INDEX_SUFFIX, parse_index, read_index
 from shardkit.formats.tfrecord import FOOTER_SIZE, HEADER_SIZE, masked_crc
+from shardkit.storage import location
 from shardkit.storage.outputs import load_output
 
 _HEADER = struct.Struct("<QI")
@@ -47,16 +50,22 @@ class ShardReader:
         self._shards: list[tuple[str, list[tuple[int, int]]]] = []
         self._starts: list[int] = []
         total = 0
-        for shard in manifest["splits"][split]["shards"]:
-            path = os.path.join(out, shard["name"])
-            index_path = os.path.join(out, shard["index"]) if shard.get("index") else path + INDEX_SUFFIX
-            if not os.path.exists(index_path):
-                hint = "GZIP shards cannot be indexed" if shard["name"].endswith(".gz") else f"run: shardkit index {out}"
-                raise ShardkitError(f"{path}: no index file ({hint})")
-            entries = read_index(index_path)
+        shards = manifest["splits"][split]["shards"]
+        self._remote = location.is_url(out)
+        where = [(shard, location.join(out, shard["name"]), _index_path(out, shard)) for shard in shards]
+        fetched = location.read_many([index for _, _, index in where]) if self._remote else {}  # every index at once
+        self._sizes: list[int] = []  # the manifest's byte counts: a stale index never reads past an object's end
+        for shard, path, index_path in where:
+            if self._remote:
+                entries = _parse_fetched(index_path, fetched[index_path], f"{path}: no index object ({_index_hint(out, shard)})")
+            else:
+                if not os.path.exists(index_path):
+                    raise ShardkitError(f"{path}: no index file ({_index_hint(out, shard)})")
+                entries = read_index(index_path)
             if len(entries) != shard["records"]:
                 raise ShardkitError(f"{path}{INDEX_SUFFIX}: lists {len(entries)} records, the manifest says {shard['records']}")
             self._shards.append((path, entries))
+            self._sizes.append(shard["bytes"])
             self._starts.append(total)
             total += len(entries)
         self._length = total
@@ -87,7 +96,11 @@ class ShardReader:
         shard = bisect.bisect_right(self._starts, index) - 1
         path, entries = self._shards[shard]
         offset, length = entries[index - self._starts[shard]]
-        framed = os.pread(self._fd(path), length, offset)  # no shared file position: safe from threads
+        if self._remote:  # one ranged read; the filesystem's client is safe from threads
+            end = offset + length
+            framed = location.read_bytes(path, offset, end) if 0 <= offset < end <= self._sizes[shard] else b""
+        else:
+            framed = os.pread(self._fd(path), length, offset)  # no shared file position: safe from threads
         if len(framed) != length or length < HEADER_SIZE + FOOTER_SIZE:
             raise CorruptShardError(path, "record runs past the end of the file (stale index?)", index, offset)
         data_length, length_crc = _HEADER.unpack_from(framed)
@@ -133,6 +146,23 @@ class ShardReader:
         for fd in self._files.values():
             os.close(fd)
         self._files = {}
+
+
+def _index_hint(out: str, shard: dict[str, Any]) -> str:
+    return "GZIP shards cannot be indexed" if shard["name"].endswith(".gz") else f"run: shardkit index {out}"
+
+
+def _index_path(out: str, shard: dict[str, Any]) -> str:
+    return location.join(out, shard["index"]) if shard.get("index") else location.join(out, shard["name"]) + INDEX_SUFFIX
+
+
+def _parse_fetched(index_path: str, data: bytes | None, missing: str) -> list[tuple[int, int]]:
+    if data is None:
+        raise ShardkitError(missing)
+    try:
+        return parse_index(index_path, data.decode("ascii").splitlines())
+    except UnicodeDecodeError as exc:
+        raise ShardkitError(f"{index_path}: cannot read the index: {exc}") from None
 
 
 # Raw files keep their own mode; decode them the way TensorFlow's decoders present them.

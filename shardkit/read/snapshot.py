@@ -44,7 +44,7 @@ from shardkit.errors import Interrupted, OutputError, ShardkitError
 from shardkit.interrupts import held
 from shardkit.read import snapshot_save
 from shardkit.read.tfdata import read_manifest
-from shardkit.storage import atomic
+from shardkit.storage import atomic, location
 from shardkit.version import __version__
 
 METADATA = "shardkit-snapshot.json"
@@ -114,7 +114,8 @@ def materialize_snapshot(
         raise ShardkitError(f"{src}: no split {split!r} (splits: {', '.join(manifest['splits'])})")
     expected = manifest["splits"][split]["records"]
     identity, code_hash = preprocess_identity(preprocess)
-    wanted = {"source": os.path.abspath(src), "source_fingerprint": source_fingerprint(manifest, split), "split": split,
+    source = location.absolute(src)  # a gs:// URL stays one: the child's TensorFlow reads it
+    wanted = {"source": source, "source_fingerprint": source_fingerprint(manifest, split), "split": split,
               "preprocess": identity, "preprocess_sha256": code_hash, "compression": compression or "NONE"}  # fmt: skip
 
     snap = os.path.abspath(snap)
@@ -128,7 +129,7 @@ def materialize_snapshot(
         shutil.rmtree(stale, ignore_errors=True)  # left by a killed run: never published, safe to drop
     temp = f"{snap}.incomplete-{uuid.uuid4().hex[:8]}"
     show = sys.stderr.isatty() if progress is None else progress
-    request = snapshot_save.SaveRequest(os.path.abspath(src), split, preprocess, identity, temp, compression, num_shards, dispatcher, show,
+    request = snapshot_save.SaveRequest(source, split, preprocess, identity, temp, compression, num_shards, dispatcher, show,
                                         [os.path.abspath(p) if p else p for p in sys.path])  # fmt: skip
     try:
         facts = _save_in_child(request, expected, snap)

@@ -7,14 +7,19 @@ The recipe: shard files listed from the manifest (optionally split across hosts 
 level), interleaved with parallel reads, parsed in batches with the vectorised
 ``tf.io.parse_example``, images optionally decoded to uint8 with their stored channel count,
 and ``prefetch(AUTOTUNE)`` at the end. Deterministic unless asked otherwise.
+
+``out`` may be a ``gs://`` URL: the manifest is read through ``storage.location`` and the shard
+URLs go to TensorFlow's own GCS filesystem unchanged. TensorFlow reads no other store by itself
+(its ``s3://`` filesystem moved to tensorflow-io): such a URL is one clear error naming the ways out.
 """
 
 from __future__ import annotations
 
-import os
+from collections.abc import Collection
 from typing import Any
 
 from shardkit.errors import ShardkitError
+from shardkit.storage import location
 
 PARSE_BATCH = 256
 
@@ -45,7 +50,23 @@ def shard_files(out: str, manifest: dict[str, Any], split: str) -> list[str]:
     if split not in manifest["splits"]:
         known = ", ".join(manifest["splits"]) or "none"
         raise ShardkitError(f"{out}: no split {split!r} (splits: {known})")
-    return [os.path.join(out, shard["name"]) for shard in manifest["splits"][split]["shards"]]
+    return [location.join(out, shard["name"]) for shard in manifest["splits"][split]["shards"]]
+
+
+def unreadable_url(out: str, schemes: Collection[str]) -> str | None:
+    """Why TensorFlow cannot read ``out`` when its scheme is not among the filesystems ``schemes``
+    TensorFlow has registered (``tf.io.gfile.get_registered_schemes()``); None when it can."""
+    scheme = location.scheme(out)
+    if scheme is None or scheme in schemes:
+        return None
+    ways = f"read it with shardkit.reader.ShardReader({out!r}), or copy the folder to a local disk"
+    if scheme in ("s3", "s3a"):
+        return (
+            f"{out}: TensorFlow's tf.data has no s3:// filesystem (it moved to tensorflow-io): {ways} (aws s3 sync) "
+            "or to gs://, or install a tensorflow-io that supports this TensorFlow and import tensorflow_io first"
+        )
+    readable = ", ".join(f"{s}://" for s in sorted(schemes) if s not in ("", "file", "ram")) or "no URL"
+    return f"{out}: TensorFlow's tf.data reads local paths and {readable}, not {scheme}://: {ways}"
 
 
 def load(
@@ -76,6 +97,9 @@ def load(
         raise ShardkitError(f"parse must be 'batched' or 'single', not {parse!r}")
     if not 0 <= host_index < num_hosts:
         raise ShardkitError(f"host_index {host_index} is outside 0..{num_hosts - 1}")
+    problem = unreadable_url(out, tf.io.gfile.get_registered_schemes())
+    if problem:
+        raise ShardkitError(problem)
     manifest = read_manifest(out)
     files = shard_files(out, manifest, split)
     if len(files) < num_hosts:
