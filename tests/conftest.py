@@ -9,10 +9,9 @@ import pytest
 # Quiet TensorFlow's C++ start-up chatter in test output (tests only; the library never sets env vars).
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import object_stores
-
 import shardkit
 from shardkit import demo
+from tests import object_stores
 
 
 @pytest.fixture(scope="session")

@@ -132,3 +132,67 @@ def environment(env: dict[str, str]) -> Iterator[None]:
             else:
                 os.environ[key] = value
         location.forget_filesystems()
+
+
+class CuttableProxy:
+    """A TCP proxy on 127.0.0.1 in front of a store, whose link can be cut and restored: a real
+    network failure in the middle of a build (connections reset, new ones refused at once)."""
+
+    def __init__(self, target_port: int) -> None:
+        import threading
+
+        self.target_port = target_port
+        self.cut = threading.Event()
+        self._server = socket.socket()
+        self._server.bind(("127.0.0.1", 0))
+        self._server.listen(64)
+        self.port = int(self._server.getsockname()[1])
+        self._links: list[socket.socket] = []
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import threading
+
+        while True:
+            try:
+                client, _ = self._server.accept()
+            except OSError:
+                return
+            if self.cut.is_set():
+                client.close()
+                continue
+            upstream = socket.create_connection(("127.0.0.1", self.target_port))
+            with self._lock:
+                self._links += [client, upstream]
+            threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(1 << 16):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (source, sink):
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+
+    def sever(self) -> None:
+        """Reset every open connection and refuse new ones."""
+        self.cut.set()
+        with self._lock:
+            links, self._links = self._links, []
+        for s in links:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+                s.close()
+
+    def restore(self) -> None:
+        self.cut.clear()
+
+    def close(self) -> None:
+        self.sever()
+        self._server.close()

@@ -15,14 +15,16 @@ import shutil
 import sys
 import time
 import uuid
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from shardkit import interrupts
-from shardkit.errors import OutputError, ShardkitError, WriteError
+from shardkit.errors import OutputError, ShardkitError, ShardkitWarning, WriteError
 from shardkit.formats import tfds_metadata
 from shardkit.pipeline import manifest, preflight, resume, stopped
+from shardkit.pipeline.bucket_lock import BucketLock, live_holders, stale_seconds
 from shardkit.pipeline.config import Config
 from shardkit.pipeline.entries import with_classes, with_source_id
 from shardkit.pipeline.inputs import SplitInput, fingerprint_of, resolve_config, rows_by_split
@@ -30,7 +32,7 @@ from shardkit.pipeline.local_executors import Executor, InlineExecutor, PoolExec
 from shardkit.pipeline.lock import OutputLock
 from shardkit.pipeline.planner import make_plan
 from shardkit.pipeline.tasks import BuildSettings, ShardResult, ShardTask, tasks_from_plan
-from shardkit.storage import atomic, layout
+from shardkit.storage import atomic, layout, location
 
 ON_ERROR = ("fail", "skip")
 COMPRESSIONS = (None, "gzip")
@@ -102,7 +104,7 @@ def build(
             raise ShardkitError(f"--node-index {node_index} is outside 0..{num_nodes - 1} (--num-nodes {num_nodes})")
         if num_nodes > 1 and overwrite:
             raise ShardkitError("--overwrite with --num-nodes would let one node delete the others' shards: clear OUT first")
-        out_dir = os.path.abspath(out)
+        out_dir = location.absolute(str(out))
         preflight.check_out_folder(out_dir)
         reached.out_dir = out_dir
 
@@ -125,14 +127,12 @@ def build(
         fingerprint = fingerprint_of(cfg, parameters, inputs)
         reached.fingerprint = fingerprint
 
-        with atomic.naming(out_dir):
-            os.makedirs(out_dir, exist_ok=True)
-        state_dir = layout.state_dir(out_dir)
+        if not location.is_url(out_dir):
+            with atomic.naming(out_dir):
+                os.makedirs(out_dir, exist_ok=True)
         with contextlib.ExitStack() as held:
-            held.enter_context(OutputLock(os.path.join(state_dir, "lock"), shared=num_nodes > 1))
-            if num_nodes > 1:
-                held.enter_context(OutputLock(os.path.join(state_dir, f"lock.node-{node_index}")))
-            else:
+            _lock(held, out_dir, num_nodes, node_index)
+            if num_nodes == 1:
                 shutil.rmtree(layout.scratch_dir(out_dir), ignore_errors=True)  # a killed build's half plan: ours alone
             state = resume.prepare_state(out_dir, fingerprint, cfg, parameters, inputs, overwrite, multi_node=num_nodes > 1)
             if not resume.has_plan(out_dir, state):
@@ -183,9 +183,13 @@ def build(
 def finalize(out: str | Path, fsync: bool = True) -> BuildResult:
     """Write the manifest of a build whose shards are all committed (e.g. after a multi-node build)."""
     started = time.perf_counter()
-    out_dir = os.path.abspath(out)
+    out_dir = location.absolute(str(out))
     resume.load_state(out_dir)  # a folder with no build gets a clear error and no .shardkit/lock
-    with OutputLock(os.path.join(layout.state_dir(out_dir), "lock"), shared=True):
+    # In a bucket the nodes hold only their own locks; finalize reads committed records and writes the manifest.
+    lock = (
+        contextlib.nullcontext() if location.is_url(out_dir) else OutputLock(os.path.join(layout.state_dir(out_dir), "lock"), shared=True)
+    )
+    with lock:
         state = resume.load_state(out_dir)
         names = resume.planned_names(state)
         finished, missing = resume.committed(out_dir, names, state["fingerprint"])
@@ -233,16 +237,7 @@ def _plan(
                 progress=bar.update,
             )
         name = resume.plan_name(state["fingerprint"])
-        if fsync:
-            atomic.fsync_dir(scratch)  # its files are flushed: now their names in it
-        try:
-            os.rename(scratch, os.path.join(layout.state_dir(out_dir), name))
-        except OSError as exc:
-            if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
-                raise WriteError.from_os_error(os.path.join(layout.state_dir(out_dir), name), exc) from None
-            # another node, or a run killed before it wrote the state, published this same plan first
-        if fsync:
-            atomic.fsync_dir(layout.state_dir(out_dir))
+        _publish_plan(scratch, location.join(layout.state_dir(out_dir), name), fsync)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
         if num_nodes == 1:  # other nodes may be about to plan in it (a killed node's leftovers stay until a single-node run)
@@ -261,8 +256,57 @@ def _plan(
     return _publish_state(out_dir, state, num_nodes, fsync)
 
 
+def _lock(held: contextlib.ExitStack, out_dir: str, num_nodes: int, node_index: int) -> None:
+    """One build per OUT: ``flock`` on a disk (shared by the nodes of one build, each also holding
+    its own node lock); in a bucket, lock objects (a build's, or each node's) with heartbeats."""
+    state_dir = layout.state_dir(out_dir)
+    if not location.is_url(out_dir):
+        held.enter_context(OutputLock(os.path.join(state_dir, "lock"), shared=num_nodes > 1))
+        if num_nodes > 1:
+            held.enter_context(OutputLock(os.path.join(state_dir, f"lock.node-{node_index}")))
+        return
+    name = "lock" if num_nodes == 1 else f"lock.node-{node_index}"
+    lock = held.enter_context(BucketLock(location.join(state_dir, name), out_dir))
+    # The two kinds never mix: a single build refuses while nodes of a multi-node build hold theirs, and the reverse.
+    other_kind = [n for n in location.listdir(state_dir) if (n.startswith("lock.node-") if num_nodes == 1 else n == "lock")]
+    holders = live_holders([location.join(state_dir, n) for n in other_kind])
+    if holders:
+        kind = "a single-machine build" if num_nodes > 1 else "a multi-node build's node"
+        raise OutputError(f"{out_dir}: {kind} is writing here ({holders[0]}); wait for it to finish, or choose another output folder")
+    held.callback(_warn_if_lost, lock, out_dir)
+
+
+def _warn_if_lost(lock: BucketLock, out_dir: str) -> None:
+    if lock.lost:
+        warnings.warn(
+            f"{out_dir}: this build's lock was taken over by {lock.lost} while it ran (its heartbeat was late by more than "
+            f"{stale_seconds():.0f} s); shards were committed only while OUT held this build, so they are valid",
+            ShardkitWarning,
+            stacklevel=2,
+        )
+
+
+def _publish_plan(scratch: str, folder: str, fsync: bool) -> None:
+    """The planned files as ``.shardkit/plan-<fingerprint>``: the folder renamed into place, or
+    each file uploaded (a plan is the same bytes whoever makes it, so a second upload is harmless)."""
+    if location.is_url(folder):
+        for name in sorted(os.listdir(scratch)):
+            atomic.publish(os.path.join(scratch, name), location.join(folder, name))
+        return
+    if fsync:
+        atomic.fsync_dir(scratch)  # its files are flushed: now their names in it
+    try:
+        os.rename(scratch, folder)
+    except OSError as exc:
+        if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+            raise WriteError.from_os_error(folder, exc) from None
+        # another node, or a run killed before it wrote the state, published this same plan first
+    if fsync:
+        atomic.fsync_dir(os.path.dirname(folder))
+
+
 def _publish_state(out_dir: str, state: dict[str, Any], num_nodes: int, fsync: bool) -> dict[str, Any]:
-    path = os.path.join(layout.state_dir(out_dir), "build.json")
+    path = location.join(layout.state_dir(out_dir), "build.json")
     if num_nodes == 1:
         atomic.write_json(path, state, fsync)
         return state
@@ -280,13 +324,13 @@ def _publish_outputs(out_dir: str, state: dict[str, Any], shards: list[ShardResu
     """errors.jsonl and manifest.json from the state and every shard's record."""
     doc = manifest.make_manifest(state, shards, run)
     errors = manifest.error_lines(state, shards)
-    errors_path = os.path.join(out_dir, layout.ERRORS)
+    errors_path = location.join(out_dir, layout.ERRORS)
     if errors:
         atomic.write_atomic(errors_path, "".join(json.dumps(e) + "\n" for e in errors).encode(), fsync)
-    elif os.path.exists(errors_path):
-        os.remove(errors_path)
+    else:
+        location.remove(errors_path)
     tfds_metadata.write(out_dir, doc, fsync)
-    atomic.write_json(os.path.join(out_dir, layout.MANIFEST), doc, fsync)  # last: its presence says the rest is there
+    atomic.write_json(location.join(out_dir, layout.MANIFEST), doc, fsync)  # last: its presence says the rest is there
     return doc
 
 

@@ -11,13 +11,15 @@ import multiprocessing as mp
 import os
 import queue as queue_module
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Protocol
 
 from shardkit.errors import WorkerError
 from shardkit.interrupts import quiet_pool, stop_pool
 from shardkit.pipeline import worker_settings
 from shardkit.pipeline.tasks import ShardResult, ShardTask
-from shardkit.pipeline.worker import run_task
+from shardkit.pipeline.worker import WrittenShard, run_task, write_shard
+from shardkit.storage import location
 
 OnProgress = Callable[[int], None]
 OnShard = Callable[[ShardResult], None]
@@ -60,9 +62,39 @@ def _tick(n: int) -> None:
 
 
 def _run_in_pool(task: ShardTask) -> ShardResult:
-    result = run_task(task, _tick)
-    _progress_queue.put(("shard", result))
-    return result
+    if not location.is_url(task.settings.out_dir):
+        result = run_task(task, _tick)
+        _progress_queue.put(("shard", result))
+        return result
+    # Into a bucket: the upload of this shard overlaps with encoding the next. At most one upload
+    # is behind the encoding; the parent counts a shard finished when its "shard" message comes.
+    global _uploading
+    written = write_shard(task, _tick)
+    if _uploading is not None:
+        _uploading.result()
+    _uploading = _uploader().submit(_commit_and_report, written)
+    return written.result
+
+
+_uploading: Future[None] | None = None
+_upload_thread: ThreadPoolExecutor | None = None
+
+
+def _uploader() -> ThreadPoolExecutor:
+    global _upload_thread
+    if _upload_thread is None:
+        _upload_thread = ThreadPoolExecutor(1, thread_name_prefix="shardkit-upload")
+    return _upload_thread
+
+
+def _commit_and_report(written: WrittenShard) -> None:
+    try:
+        written.commit()
+    except BaseException as exc:  # reported to the parent, which stops the build with it
+        written.discard()
+        _progress_queue.put(("failed", exc))
+    else:
+        _progress_queue.put(("shard", written.result))
 
 
 class PoolExecutor:
@@ -94,11 +126,16 @@ class PoolExecutor:
                         "command to resume, with fewer --workers, or --workers 1 to run in one process and see the error."
                     )
             results: list[ShardResult] = pending.get()  # re-raises the first worker exception
+            uploading = location.is_url(tasks[0].settings.out_dir)  # commits may still be running: wait for each
             while reported < len(results):  # the last ticks and shard messages may still be in flight
                 arrived = self._drain(progress_queue, on_progress, on_shard, 1.0)
-                if not arrived:
-                    break
                 reported += arrived
+                if not arrived and not uploading:
+                    break
+                if workers - _worker_pids(pool):
+                    raise WorkerError(
+                        "a build worker process died while uploading a shard. Finished shards are kept: rerun the same command to resume"
+                    )
             return results
         finally:
             stop_pool(pool)
@@ -115,6 +152,8 @@ class PoolExecutor:
                 kind, value = message
                 if kind == "tick":
                     on_progress(value)
+                elif kind == "failed":
+                    raise value
                 else:
                     on_shard(value)
                     shards += 1

@@ -6,13 +6,13 @@ shard), so a crash between the last shard and the manifest loses nothing.
 
 from __future__ import annotations
 
-import os
+import json
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from shardkit.pipeline.tasks import ShardResult
-from shardkit.storage import atomic, layout
+from shardkit.storage import layout, location
 from shardkit.version import __version__
 
 FORMAT = "shardkit.manifest"
@@ -142,15 +142,13 @@ def error_lines(state: Mapping[str, Any], shards: Iterable[ShardResult]) -> list
 
 
 def load_shard_records(out: str) -> dict[str, ShardResult]:
-    folder = os.path.join(layout.state_dir(out), "shards")
+    folder = location.join(layout.state_dir(out), "shards")
     records: dict[str, ShardResult] = {}
-    if not os.path.isdir(folder):
-        return records
-    for name in sorted(os.listdir(folder)):
-        if name.endswith(".json") and not name.startswith("."):
-            try:
-                result = ShardResult.from_dict(atomic.read_json(os.path.join(folder, name)))
-            except (OSError, ValueError, KeyError, TypeError):
-                continue  # an unreadable record means the shard is rebuilt
-            records[result.name] = result
+    paths = [location.join(folder, n) for n in location.listdir(folder) if n.endswith(".json") and not n.startswith(".")]
+    for data in location.read_many(paths).values():  # concurrent GETs in a bucket
+        try:
+            result = ShardResult.from_dict(json.loads(data or b""))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            continue  # an unreadable record means the shard is rebuilt
+        records[result.name] = result
     return records

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -19,6 +18,7 @@ from shardkit.pipeline.config import Config
 from shardkit.pipeline.entries import Entry, to_entry
 from shardkit.pipeline.index_files import FOLDER_COLUMNS, Row
 from shardkit.pipeline.plan import shard_bounds
+from shardkit.storage import location
 from shardkit.storage.atomic import flush_to_disk
 
 
@@ -76,9 +76,7 @@ def decode_row(line: bytes, sources: Sequence[PlanSource]) -> tuple[Row, PlanSou
 
 def read_entries(plan_dir: str, part: PlanSlice, sources: Sequence[PlanSource], config: Config) -> Iterator[Entry]:
     """The entries of one shard, typed and with paths resolved, in plan order."""
-    with open(os.path.join(plan_dir, part.file), "rb") as f:
-        f.seek(part.start)
-        data = f.read(part.stop - part.start)
+    data = location.read_bytes(location.join(plan_dir, part.file), part.start, part.stop)  # in a bucket: one ranged read
     if len(data) != part.stop - part.start:
         raise OSError(f"{part.file}: the plan file is shorter than this build's state says")
     lines = data.split(b"\n")

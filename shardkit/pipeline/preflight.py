@@ -14,11 +14,19 @@ from collections.abc import Mapping, Sequence
 
 from shardkit.errors import OutputError, ShardkitWarning
 from shardkit.pipeline.tasks import ShardTask
+from shardkit.storage import location
 from shardkit.units import size
 
 
 def check_out_folder(out_dir: str) -> None:
-    """OUT is a folder this process can write into, or one it can create; nothing is created yet."""
+    """OUT is a folder this process can write into, or one it can create; nothing is created yet.
+    In a bucket: the bucket exists (whether this process may write there, its first write says)."""
+    if location.is_url(out_dir):
+        if not location.bucket_exists(out_dir):
+            raise OutputError(
+                f"{out_dir}: no such bucket (or no permission to see it); create the bucket, or check the URL and credentials"
+            )
+        return
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise OutputError(f"{out_dir}: is a file, not a folder; give -o a folder (it is created if missing)")
     existing = out_dir
@@ -35,6 +43,8 @@ def check_out_folder(out_dir: str) -> None:
 
 def warn_if_short_of_space(out_dir: str, pending: Sequence[ShardTask], bytes_per_entry: Mapping[str, float]) -> None:
     """Warn when the shards still to build look bigger than the free space on OUT's filesystem."""
+    if location.is_url(out_dir):
+        return  # a bucket has no free-space figure; a local staging folder holds one shard per worker at a time
     need = sum(task.entries.entries * bytes_per_entry[task.split] for task in pending)
     free = shutil.disk_usage(out_dir).free
     if need > free:

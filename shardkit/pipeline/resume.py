@@ -7,9 +7,8 @@ rerun trusts; anything else a build wrote is rebuilt or removed.
 
 from __future__ import annotations
 
+import fnmatch
 import glob
-import os
-import shutil
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,7 +17,7 @@ from shardkit.formats.idx_sidecar import INDEX_SUFFIX
 from shardkit.pipeline import manifest
 from shardkit.pipeline.config import Config
 from shardkit.pipeline.tasks import ShardResult, ShardTask
-from shardkit.storage import atomic, layout
+from shardkit.storage import atomic, layout, location
 from shardkit.storage.layout import shard_name
 from shardkit.version import __version__
 
@@ -35,7 +34,7 @@ def prepare_state(
     multi_node: bool = False,
 ) -> dict[str, Any]:
     """Load the existing build state (resume), or refuse/clear a different one, or start fresh."""
-    state_path = os.path.join(layout.state_dir(out_dir), "build.json")
+    state_path = location.join(layout.state_dir(out_dir), "build.json")
     fresh = {
         "version": STATE_VERSION,
         "shardkit_version": __version__,
@@ -62,11 +61,11 @@ def prepare_state(
         remedy = "nodes of one build must share config, inputs and options; clear OUT" if multi_node else "use --overwrite"
         raise OutputError(f"{out_dir}: already holds a different build ({what}); {remedy} to replace it, or use another output folder")
     for path in leftovers:
-        os.remove(path)
+        location.remove(path)
     # Plans of other builds: a different build's, or one published by a run killed before its state.
-    for path in glob.glob(os.path.join(glob.escape(layout.state_dir(out_dir)), "plan-*")):
-        if os.path.basename(path) != plan_name(fingerprint):
-            shutil.rmtree(path, ignore_errors=True)
+    for path in location.glob(location.join(glob.escape(layout.state_dir(out_dir)), "plan-*")):
+        if path.rstrip("/").rsplit("/", 1)[-1] != plan_name(fingerprint):
+            location.remove_tree(path)
     return fresh
 
 
@@ -79,8 +78,8 @@ def has_plan(out_dir: str, state: dict[str, Any]) -> bool:
     """Whether ``state`` holds a plan whose files are all in place (a published plan folder is whole)."""
     if "splits" not in state or "plan" not in state:
         return False
-    folder = os.path.join(layout.state_dir(out_dir), state["plan"])
-    return all(os.path.isfile(os.path.join(folder, plan["file"])) for plan in state["splits"].values())
+    present = location.sizes(location.join(layout.state_dir(out_dir), state["plan"]))
+    return all(plan["file"] in present for plan in state["splits"].values())
 
 
 def _read_state(path: str) -> dict[str, Any] | None:
@@ -88,7 +87,7 @@ def _read_state(path: str) -> dict[str, Any] | None:
         state: dict[str, Any] = atomic.read_json(path)
     except (OSError, ValueError):
         return None
-    return state
+    return state if isinstance(state, dict) else None
 
 
 def difference(old: dict[str, Any], new: dict[str, Any]) -> str:
@@ -107,10 +106,12 @@ def owned_files(out_dir: str) -> list[str]:
         "features.json",
         "*.labels.txt",
     ]
-    found = [p for pattern in patterns for p in glob.glob(os.path.join(glob.escape(out_dir), pattern))]
+    names = location.listdir(out_dir)
+    found = [location.join(out_dir, n) for n in names if any(fnmatch.fnmatchcase(n, pattern) for pattern in patterns)]
     state = layout.state_dir(out_dir)
-    found += glob.glob(os.path.join(glob.escape(state), "shards", "*.json"))
-    found += [p for p in [os.path.join(state, "build.json")] if os.path.exists(p)]
+    shards = location.join(state, "shards")
+    found += [location.join(shards, n) for n in location.listdir(shards) if n.endswith(".json")]
+    found += [location.join(state, n) for n in location.listdir(state) if n == "build.json"]
     return sorted(set(found))
 
 
@@ -118,15 +119,17 @@ def finished_shards(out_dir: str, tasks: Sequence[ShardTask], fingerprint: str) 
     """Shards of ``tasks`` whose record matches this build and whose file has the recorded size;
     the files of the others (a shard without its record, a stale record) are removed."""
     done, missing = committed(out_dir, [t.name for t in tasks], fingerprint)
+    present = set(location.listdir(out_dir)) if missing else set()
     for name in missing:
-        for stale in (os.path.join(out_dir, name), os.path.join(out_dir, name + INDEX_SUFFIX), layout.shard_record_path(out_dir, name)):
-            if os.path.exists(stale):
-                os.remove(stale)
+        for stale in (name, name + INDEX_SUFFIX):
+            if stale in present:
+                location.remove(location.join(out_dir, stale))
+        location.remove(layout.shard_record_path(out_dir, name))
     return done
 
 
 def load_state(out_dir: str) -> dict[str, Any]:
-    path = os.path.join(layout.state_dir(out_dir), "build.json")
+    path = location.join(layout.state_dir(out_dir), "build.json")
     try:
         state: dict[str, Any] = atomic.read_json(path)
     except (OSError, ValueError) as exc:
@@ -145,19 +148,13 @@ def planned_names(state: dict[str, Any]) -> list[str]:
 def committed(out_dir: str, names: Sequence[str], fingerprint: str) -> tuple[dict[str, ShardResult], list[str]]:
     """(finished shards, names not finished yet) among ``names``; reads records, deletes nothing."""
     records = manifest.load_shard_records(out_dir)
+    present = location.sizes(out_dir)  # one listing, also in a bucket
     done: dict[str, ShardResult] = {}
     missing = []
     for name in names:
         record = records.get(name)
-        path = os.path.join(out_dir, name)
-        index_ok = record is None or record.index_file is None or os.path.exists(os.path.join(out_dir, record.index_file))
-        if (
-            record is not None
-            and record.fingerprint == fingerprint
-            and os.path.exists(path)
-            and os.path.getsize(path) == record.bytes
-            and index_ok
-        ):
+        index_ok = record is None or record.index_file is None or record.index_file in present
+        if record is not None and record.fingerprint == fingerprint and present.get(name) == record.bytes and index_ok:
             done[name] = record
         else:
             missing.append(name)

@@ -8,11 +8,11 @@ built augmentation pipeline. A ``ShardResult`` is also what the per-shard record
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Any
 
 from shardkit.pipeline.config import Config
 from shardkit.pipeline.plan_files import PlanSlice, PlanSource
+from shardkit.storage import location
 from shardkit.storage.layout import shard_name, state_dir
 
 
@@ -33,7 +33,7 @@ class BuildSettings:
 
     @property
     def plan_dir(self) -> str:
-        return os.path.join(state_dir(self.out_dir), self.plan)
+        return location.join(state_dir(self.out_dir), self.plan)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,6 +10,7 @@ so one input's records do not sit side by side; memory stays one entry's records
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gzip
 import os
 import time
@@ -26,7 +27,7 @@ from shardkit.pipeline.examples import RecordMaker
 from shardkit.pipeline.plan import record_key
 from shardkit.pipeline.plan_files import read_entries
 from shardkit.pipeline.tasks import ShardResult, ShardTask
-from shardkit.storage import atomic, layout
+from shardkit.storage import atomic, layout, location
 
 Progress = Callable[[int], None]
 
@@ -70,10 +71,44 @@ class _Spread:
 
 
 def run_task(task: ShardTask, progress: Progress | None = None, tick_every: float = 0.2) -> ShardResult:
-    """Write one shard to a temporary name, fsync it, rename it into place, save its record."""
+    """Write one shard to a temporary name, fsync it, rename it into place (or upload it), save its record."""
+    written = write_shard(task, progress, tick_every)
+    written.commit()
+    return written.result
+
+
+@dataclasses.dataclass(frozen=True)
+class WrittenShard:
+    """A shard whole in its local temp file, and its record: what ``commit`` makes finished."""
+
+    task: ShardTask
+    result: ShardResult
+    temp: str
+    index: bytes | None  # the .idx file's content, when the build writes one
+
+    def commit(self) -> None:
+        """Shard, then its .idx, then its record (the commit point): renamed or uploaded, each whole."""
+        settings = self.task.settings
+        try:
+            _check_still_ours(self.task)
+            atomic.publish(self.temp, location.join(settings.out_dir, self.task.name))
+            if self.index is not None and self.result.index_file:
+                # Beside the shard, before its record: the record is the commit point for both.
+                atomic.write_atomic(location.join(settings.out_dir, self.result.index_file), self.index, settings.fsync)
+        except BaseException:
+            atomic.remove_quietly(self.temp)
+            raise
+        layout.write_shard_record(settings.out_dir, self.result.to_dict(), settings.fsync)
+
+    def discard(self) -> None:
+        atomic.remove_quietly(self.temp)
+
+
+def write_shard(task: ShardTask, progress: Progress | None = None, tick_every: float = 0.2) -> WrittenShard:
+    """Encode one shard's records into a local temp file (flushed to disk when the build fsyncs); commit nothing."""
     started = time.perf_counter()
     settings = task.settings
-    final = os.path.join(settings.out_dir, task.name)
+    final = location.join(settings.out_dir, task.name)
     tag = uuid.uuid4().hex[:8]
     temp = layout.temp_path(settings.out_dir, task.name, tag)
     maker = RecordMaker(task)
@@ -83,13 +118,16 @@ def run_task(task: ShardTask, progress: Progress | None = None, tick_every: floa
     pending = 0
     last_tick = time.monotonic()
     try:
+        if location.is_url(settings.out_dir):  # a local staging folder, also on a Dask worker that never planned
+            with atomic.naming(final):
+                os.makedirs(layout.work_dir(settings.out_dir), exist_ok=True)
         if settings.shuffle and len(maker.copies) > 1:
             with atomic.naming(final):
                 spread = _Spread(layout.temp_path(settings.out_dir, task.name + ".records", tag), settings.seed)
         with _ShardFile(temp, final) as raw:
             sink: Any = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) if settings.compression == "gzip" else raw
             writer = RecordWriter(sink)
-            for entry in read_entries(settings.plan_dir, task.entries, task.sources, settings.config):
+            for entry in maker.prefetching(read_entries(settings.plan_dir, task.entries, task.sources, settings.config)):
                 if not settings.shuffle:
                     inputs.append((entry.source, entry.line))
                 try:
@@ -121,14 +159,9 @@ def run_task(task: ShardTask, progress: Progress | None = None, tick_every: floa
             size, crc = os.path.getsize(temp), file_crc32c(temp)
         else:
             size, crc = writer.bytes_written, writer.crc32c
-        _check_still_ours(task)
-        with atomic.naming(final):
-            os.replace(temp, final)
-        index_name = None
+        index_name = index = None
         if settings.index and settings.compression is None:
-            # Beside the shard, before its record: the record is the commit point for both.
-            index_name = task.name + INDEX_SUFFIX
-            atomic.write_atomic(os.path.join(settings.out_dir, index_name), index_text(writer.offsets), settings.fsync)
+            index_name, index = task.name + INDEX_SUFFIX, index_text(writer.offsets)
     except BaseException:
         atomic.remove_quietly(temp)
         raise
@@ -155,8 +188,7 @@ def run_task(task: ShardTask, progress: Progress | None = None, tick_every: floa
         index_file=index_name,
         labels=maker.stats.labels,
     )
-    layout.write_shard_record(settings.out_dir, result.to_dict(), settings.fsync)
-    return result
+    return WrittenShard(task, result, temp, index)
 
 
 class _ShardFile:

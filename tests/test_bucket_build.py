@@ -1,0 +1,282 @@
+"""Building into a bucket (gs://, s3://) on real local servers: same bytes as on disk, resume after
+kill -9, one build per OUT through a lock object, clear lines for what the user can fix."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import shardkit
+from shardkit.storage import location
+from tests.object_stores import Store
+
+SEG_OPTIONS = {"records_per_shard": 8, "workers": 2, "seed": 3, "progress": False}
+
+
+def _objects(url: str) -> dict[str, bytes]:
+    """Every object under ``url``, by its path below it."""
+    names = list(location.walk_files(url))
+    data = location.read_many([f"{url}/{n}" for n in names])
+    return {n: data[f"{url}/{n}"] or b"" for n in names}
+
+
+def _shards(folder: dict[str, bytes]) -> dict[str, bytes]:
+    return {n: b for n, b in folder.items() if "/" not in n and ".tfrecord" in n}
+
+
+def _local_files(out: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in out.iterdir() if p.is_file() and ".tfrecord" in p.name}
+
+
+def _cli(store: Store, *args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **store.env}
+    return subprocess.run([sys.executable, "-m", "shardkit.cli", *args], capture_output=True, text=True, env=env, timeout=300, **kwargs)  # type: ignore[call-overload, no-any-return]
+
+
+def test_build_into_a_bucket_equals_the_local_build(seg_data: Path, bucket: str, tmp_path: Path) -> None:
+    local = shardkit.build([seg_data], tmp_path / "local", **SEG_OPTIONS)  # type: ignore[arg-type]
+    remote = shardkit.build([seg_data], f"{bucket}/out", **SEG_OPTIONS)  # type: ignore[arg-type]
+    assert remote.out_dir == f"{bucket}/out"
+    assert remote.shards_built == local.shards_built == 4
+    objects = _objects(f"{bucket}/out")
+    assert _shards(objects) == _local_files(tmp_path / "local")  # byte for byte: shards and .idx files
+    manifest = json.loads(objects["manifest.json"])
+    assert manifest["splits"] == local.manifest["splits"] if local.manifest else False
+    assert {"dataset_info.json", "features.json", ".shardkit/build.json"} <= set(objects)
+    assert not [n for n in objects if "incomplete" in n]  # nothing unfinished is ever an object
+
+    again = shardkit.build([seg_data], f"{bucket}/out", **SEG_OPTIONS)  # type: ignore[arg-type]
+    assert (again.shards_built, again.shards_reused) == (0, 4)
+    assert not location.exists(f"{bucket}/out/.shardkit/lock")  # released
+
+
+def test_cli_build_into_a_bucket_with_its_config_there_too(seg_data: Path, store: Store, bucket: str) -> None:
+    location.put_bytes(f"{bucket}/config.yaml", b"features:\n  image: {kind: image, column: 0}\n  mask: {kind: mask, column: 1}\n")
+    done = _cli(
+        store, "build", str(seg_data), "-o", f"{bucket}/cli", "-c", f"{bucket}/config.yaml", "--records-per-shard", "16", "-w", "1", "-q"
+    )
+    assert done.returncode == 0, done.stderr
+    assert {"image", "mask", "source_id"} <= {f["key"] for f in json.loads(location.read_bytes(f"{bucket}/cli/manifest.json"))["schema"]}
+    missing = _cli(store, "build", str(seg_data), "-o", f"{bucket}/cli2", "-c", f"{bucket}/nope.yaml", "-q")
+    assert missing.returncode == 1 and missing.stderr.startswith(f"Error: {bucket}/nope.yaml: cannot read config"), missing.stderr
+
+
+def test_missing_bucket_is_one_line(seg_data: Path, store: Store) -> None:
+    done = _cli(store, "build", str(seg_data), "-o", f"{store.scheme}://no-such-bucket-here/out", "-q")
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert "no-such-bucket-here/out: no such bucket" in done.stderr
+
+
+def test_a_missing_store_package_names_the_extra(seg_data: Path, tmp_path: Path) -> None:
+    blocker = "import sys; sys.modules['s3fs'] = None; sys.argv[0] = 'shardkit'; from shardkit.cli import run; run()"
+    done = subprocess.run(
+        [sys.executable, "-c", blocker, "build", str(seg_data), "-o", "s3://bucket/out", "-q"], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip() == "Error: s3:// paths need s3fs: pip install 'shardkit[s3]'"
+
+
+def test_unreachable_store_is_one_line(seg_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    env = {**os.environ, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"}
+    env["AWS_DEFAULT_REGION"] = "us-east-1"
+    env["SHARDKIT_STORAGE_OPTIONS"] = json.dumps({"config_kwargs": {"retries": {"max_attempts": 1}}})
+    done = subprocess.run(
+        [sys.executable, "-m", "shardkit.cli", "build", str(seg_data), "-o", "s3://bucket/out", "-q"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("Error: s3://bucket/out")
+    assert "cannot be reached" in done.stderr
+
+
+# -- the lock object --------------------------------------------------------------------------------
+
+HOLDER = """
+import sys, time
+from shardkit.pipeline.bucket_lock import BucketLock
+lock = BucketLock(sys.argv[1], "OUT")
+lock.acquire()
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_second_build_is_refused_while_the_lock_is_held_and_takes_it_once_the_holder_died(
+    seg_data: Path, store: Store, bucket: str
+) -> None:
+    out = f"{bucket}/out"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, f"{out}/.shardkit/lock"], stdout=subprocess.PIPE, text=True, env={**os.environ, **store.env}
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        with pytest.raises(shardkit.errors.OutputError, match=rf"another build is writing here \(pid {holder.pid} on host "):
+            shardkit.build([seg_data], out, **SEG_OPTIONS)  # type: ignore[arg-type]
+        assert not location.exists(f"{out}/.shardkit/build.json")  # refused before any work
+    finally:
+        holder.kill()
+        holder.wait()
+    result = shardkit.build([seg_data], out, **SEG_OPTIONS)  # type: ignore[arg-type]  # its holder is gone: taken at once
+    assert result.shards_built == 4
+
+
+@pytest.mark.parametrize("age, taken", [(3600.0, True), (5.0, False)])
+def test_a_lock_from_another_host_is_taken_over_only_when_its_heartbeat_is_stale(
+    seg_data: Path, bucket: str, age: float, taken: bool
+) -> None:
+    out = f"{bucket}/out"
+    other = {"host": "some-other-host", "pid": 4242, "started": "1", "since": "earlier", "heartbeat": time.time() - age, "token": "x"}
+    location.put_bytes(f"{out}/.shardkit/lock", json.dumps(other).encode())
+    if taken:
+        with pytest.warns(shardkit.errors.ShardkitWarning, match=r"took over the lock .*some-other-host.*no heartbeat for 3600 s"):
+            result = shardkit.build([seg_data], out, **SEG_OPTIONS)  # type: ignore[arg-type]
+        assert result.shards_built == 4
+    else:
+        with pytest.raises(
+            shardkit.errors.OutputError, match=r"pid 4242 on host some-other-host.*last heartbeat 5 s ago.*taken over 600 s after"
+        ):
+            shardkit.build([seg_data], out, **SEG_OPTIONS)  # type: ignore[arg-type]
+
+
+def test_the_heartbeat_refreshes_the_lock_and_stops_when_taken_over(bucket: str) -> None:
+    from shardkit.pipeline.bucket_lock import BucketLock
+
+    url = f"{bucket}/lock"
+    lock = BucketLock(url, "OUT", heartbeat=0.05)
+    lock.acquire()
+    first = json.loads(location.read_bytes(url))["heartbeat"]
+    deadline = time.monotonic() + 30
+    while json.loads(location.read_bytes(url))["heartbeat"] == first:
+        assert time.monotonic() < deadline, "no heartbeat"
+        time.sleep(0.02)
+    location.put_bytes(url, json.dumps({"host": "h2", "pid": 1, "heartbeat": time.time(), "token": "theirs"}).encode())
+    while lock.lost is None:
+        assert time.monotonic() < deadline, "the takeover went unnoticed"
+        time.sleep(0.02)
+    lock.release()
+    assert json.loads(location.read_bytes(url))["token"] == "theirs"  # not deleted: it is someone else's now
+
+
+# -- kill -9, then resume ----------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_kill_9_mid_build_then_resume_gives_the_records_of_an_uninterrupted_build(
+    augmented: Path, augmented_reference: Path, store: Store, bucket: str
+) -> None:
+    out = f"{bucket}/out"
+    command = [sys.executable, "-m", "shardkit.cli", "build", str(augmented), "-o", out, "-c", str(augmented / "config.yaml"),
+               "--records-per-shard", "8", "-w", "2", "--seed", "11", "-q"]  # fmt: skip
+    proc = subprocess.Popen(
+        command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, **store.env}
+    )
+    records = f"{out}/.shardkit/shards"
+    deadline = time.monotonic() + 120
+    while len(location.listdir(records)) < 3:
+        assert proc.poll() is None, f"the build ended before the kill point: {proc.stderr.read() if proc.stderr else ''}"
+        assert time.monotonic() < deadline, "kill point never reached"
+        time.sleep(0.01)
+    os.killpg(proc.pid, signal.SIGKILL)  # the CLI process and its pool workers, mid-upload
+    proc.wait(timeout=30)
+
+    assert not location.exists(f"{out}/manifest.json")
+    committed = set(location.listdir(records))
+    shards = {n for n in location.listdir(out) if n.endswith(".tfrecord")}
+    assert {f"{n}.json" for n in shards} >= committed  # a record is never there without its shard
+
+    result = shardkit.build(
+        [augmented], out, config=str(augmented / "config.yaml"), records_per_shard=8, workers=2, seed=11, progress=False
+    )  # the lock object of the killed build: its holder ran here and is gone, so it is taken at once
+    assert result.shards_reused == len(committed)
+    assert result.shards_built + result.shards_reused == 25
+    assert _shards(_objects(out)) == _local_files(augmented_reference)
+    assert shardkit.verify([str(augmented_reference)]).ok
+
+
+# -- more than one machine -----------------------------------------------------------------------------
+
+
+def test_two_nodes_build_into_one_bucket_prefix(seg_data: Path, bucket: str, tmp_path: Path) -> None:
+    local = shardkit.build([seg_data], tmp_path / "local", **SEG_OPTIONS)  # type: ignore[arg-type]
+    out = f"{bucket}/nodes"
+    first = shardkit.build([seg_data], out, num_nodes=2, node_index=0, **SEG_OPTIONS)  # type: ignore[arg-type]
+    assert first.manifest is None and first.shards_missing == 2
+    with pytest.raises(shardkit.errors.OutputError, match="2 of 4 shards are not finished"):
+        shardkit.finalize(out)
+    second = shardkit.build([seg_data], out, num_nodes=2, node_index=1, **SEG_OPTIONS)  # type: ignore[arg-type]
+    assert second.manifest is not None and second.manifest["splits"] == (local.manifest or {})["splits"]
+    assert _shards(_objects(out)) == _local_files(tmp_path / "local")
+    assert shardkit.finalize(out).manifest == json.loads(location.read_bytes(f"{out}/manifest.json"))
+
+
+@pytest.mark.slow
+def test_a_dask_build_into_a_bucket_equals_the_local_build(seg_data: Path, store: Store, bucket: str, tmp_path: Path) -> None:
+    from shardkit.executors import DaskExecutor
+    from tests.test_cluster import ENV, dask_cluster
+
+    local = shardkit.build([seg_data], tmp_path / "local", **SEG_OPTIONS)  # type: ignore[arg-type]
+    staging = tmp_path / "worker-tmp"  # empty: the workers make their own staging folder
+    staging.mkdir()
+    with dask_cluster(2, worker_env={**ENV, **store.env, "TMPDIR": str(staging)}) as (address, _):
+        options = {k: v for k, v in SEG_OPTIONS.items() if k != "workers"}
+        result = shardkit.build([seg_data], f"{bucket}/dask", executor=DaskExecutor(address), **options)  # type: ignore[arg-type]
+    assert result.shards_built == 4
+    assert result.manifest is not None and local.manifest is not None
+    assert result.manifest["splits"] == local.manifest["splits"]
+    assert _shards(_objects(f"{bucket}/dask")) == _local_files(tmp_path / "local")
+    assert (staging / "shardkit-staging").is_dir()
+
+
+@pytest.mark.slow
+def test_the_network_failing_mid_build_is_one_line_and_keeps_finished_shards(
+    augmented: Path, augmented_reference: Path, s3_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.object_stores import CuttableProxy, environment
+
+    proxy = CuttableProxy(int(s3_store.endpoint.rsplit(":", 1)[1]))
+    try:
+        with environment(s3_store.env):
+            bucket = s3_store.new_bucket()  # directly, not through the proxy
+        env = {**os.environ, **s3_store.env, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{proxy.port}"}
+        env["SHARDKIT_STORAGE_OPTIONS"] = json.dumps({"config_kwargs": {"retries": {"max_attempts": 1}}})  # s3fs still retries
+        out = f"{bucket}/out"
+        command = [sys.executable, "-m", "shardkit.cli", "build", str(augmented), "-o", out, "-c", str(augmented / "config.yaml"),
+                   "--records-per-shard", "8", "-w", "2", "--seed", "11", "-q"]  # fmt: skip
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+        with environment(s3_store.env):
+            deadline = time.monotonic() + 120
+            while len(location.listdir(f"{out}/.shardkit/shards")) < 3:
+                assert proc.poll() is None and time.monotonic() < deadline, "the build ended before the cut"
+                time.sleep(0.01)
+            proxy.sever()
+            _, err = proc.communicate(timeout=180)
+            assert proc.returncode == 1
+            assert err.count("\n") == 1 and err.startswith(f"Error: {bucket}/"), err
+            committed = location.listdir(f"{out}/.shardkit/shards")
+            present = location.sizes(out)
+            for name in committed:  # every committed shard is whole: its object has the recorded size
+                record = json.loads(location.read_bytes(f"{out}/.shardkit/shards/{name}"))
+                assert present[record["name"]] == record["bytes"]
+        proxy.restore()
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+        assert done.returncode == 0, done.stderr
+        with environment(s3_store.env):
+            assert _shards(_objects(out)) == _local_files(augmented_reference)
+    finally:
+        proxy.close()
