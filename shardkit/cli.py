@@ -8,12 +8,12 @@ TensorFlow, so ``shardkit --help`` is instant.
 from __future__ import annotations
 
 import json
-import os
 import sys
 
 import click
 
 from shardkit import interrupts
+from shardkit.cli_options import PathOrURL, node_share, set_storage_options
 from shardkit.cli_reporting import friendly_errors
 from shardkit.version import __version__
 
@@ -21,8 +21,19 @@ from shardkit.version import __version__
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="shardkit")
 @click.option("--debug", is_flag=True, envvar="SHARDKIT_DEBUG", help="Show the traceback behind an error or an interrupt.")
-def main(debug: bool) -> None:
+@click.option(
+    "--storage-option",
+    "storage_options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Passed to the fsspec filesystem of gs:// and s3:// paths (repeatable; VALUE may be JSON), e.g. "
+    "--storage-option requester_pays=true. Credentials and endpoints come from the usual places (AWS_*, "
+    "Application Default Credentials, STORAGE_EMULATOR_HOST).",
+)
+def main(debug: bool, storage_options: tuple[str, ...]) -> None:
     """Turn image datasets into TFRecord shards fast, safely and reproducibly."""
+    if storage_options:
+        set_storage_options(storage_options)
 
 
 @main.command()
@@ -31,12 +42,12 @@ def main(debug: bool) -> None:
 @click.option(
     "-c",
     "--config",
-    type=click.Path(exists=True, dir_okay=False, path_type=str),
+    type=PathOrURL(exists=True, dir_okay=False, path_type=str),
     help="YAML config mapping columns to features (default: image [+ mask or label] from the first line).",
 )
 @click.option(
     "--from-folder",
-    type=click.Path(exists=True, file_okay=False, path_type=str),
+    type=PathOrURL(exists=True, file_okay=False, path_type=str),
     help="Build a classification set from ROOT/<split>/<class>/<img> or ROOT/<class>/<img>.",
 )
 @click.option("--split", help="Put every input in this split instead of the one its file name says.")
@@ -139,7 +150,7 @@ def build(
     """
     import shardkit
 
-    nodes, node = _node_share(num_nodes, node_index)
+    nodes, node = node_share(num_nodes, node_index)
     dask_executor = None
     if executor == "dask":
         if not scheduler:
@@ -189,24 +200,8 @@ def build(
     click.echo(f"manifest: {result.out_dir}/manifest.json")
 
 
-def _node_share(num_nodes: int | None, node_index: int | None) -> tuple[int, int]:
-    """--num-nodes/--node-index, defaulting from SLURM array jobs or Kubernetes indexed jobs."""
-    env = os.environ
-    if num_nodes is None and "SLURM_ARRAY_TASK_COUNT" in env:
-        num_nodes = int(env["SLURM_ARRAY_TASK_COUNT"])
-    if node_index is None:
-        if "SLURM_ARRAY_TASK_ID" in env:
-            node_index = int(env["SLURM_ARRAY_TASK_ID"]) - int(env.get("SLURM_ARRAY_TASK_MIN", "0"))
-        elif "JOB_COMPLETION_INDEX" in env:
-            node_index = int(env["JOB_COMPLETION_INDEX"])
-    nodes = num_nodes or 1
-    if nodes > 1 and node_index is None:
-        raise click.UsageError("--num-nodes needs --node-index (or SLURM_ARRAY_TASK_ID / JOB_COMPLETION_INDEX)")
-    return nodes, node_index or 0
-
-
 @main.command()
-@click.argument("out", type=click.Path(exists=True, file_okay=False, path_type=str))
+@click.argument("out", type=PathOrURL(exists=True, file_okay=False, path_type=str))
 @friendly_errors
 def finalize(out: str) -> None:
     """Write OUT's manifest once every shard of a multi-node build is committed."""
@@ -292,7 +287,7 @@ def verify(paths: tuple[str, ...], deep: bool, workers: int | None, compression:
 
 
 @main.command("snapshot-materialize")
-@click.argument("src", type=click.Path(exists=True, file_okay=False, path_type=str))
+@click.argument("src", type=PathOrURL(exists=True, file_okay=False, path_type=str))
 @click.option("-o", "--out", "snap", required=True, type=click.Path(path_type=str), help="Snapshot folder to write.")
 @click.option(
     "--preprocess", metavar="MODULE:FUNCTION", help="A tf.data-mappable function from a feature dict to tensors (also FILE.py:FUNCTION)."

@@ -45,8 +45,9 @@ LAYERS = {
     "api": {"pipeline", "check", "read", "formats", "storage"} | LEAVES,
     "public": {"pipeline", "check", "read", "formats", "storage"} | LEAVES,  # shardkit.tfdata, .reader, .executors
     "package": {"api", "version"},  # shardkit/__init__.py
-    "cli": {"api", "public", "package", "check", "cli_reporting"} | LEAVES,
+    "cli": {"api", "public", "package", "check", "cli_reporting", "cli_options"} | LEAVES,
     "cli_reporting": LEAVES,
+    "cli_options": set(),
 }
 PUBLIC_PATHS = {"tfdata", "reader", "executors"}
 

@@ -1,0 +1,52 @@
+"""Command-line parameters that reach past click: paths that may be URLs, fsspec's options, a node's share."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import click
+
+STORAGE_OPTIONS_VARIABLE = "SHARDKIT_STORAGE_OPTIONS"  # read by shardkit.storage.location, in every process
+
+
+class PathOrURL(click.Path):
+    """A local path, checked like ``click.Path``; or a URL (``gs://``, ``s3://``), which the library checks."""
+
+    def convert(self, value: str | os.PathLike[str], param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and "://" in value and not value.startswith("file://"):
+            return value
+        return super().convert(value, param, ctx)
+
+
+def set_storage_options(items: Sequence[str]) -> None:
+    """``KEY=VALUE`` items (VALUE parsed as JSON where it is JSON) into the environment, where the
+    build's worker processes inherit them."""
+    options = dict(json.loads(os.environ.get(STORAGE_OPTIONS_VARIABLE) or "{}"))
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--storage-option")
+        try:
+            options[key] = json.loads(value)
+        except ValueError:
+            options[key] = value
+    os.environ[STORAGE_OPTIONS_VARIABLE] = json.dumps(options)
+
+
+def node_share(num_nodes: int | None, node_index: int | None) -> tuple[int, int]:
+    """--num-nodes/--node-index, defaulting from SLURM array jobs or Kubernetes indexed jobs."""
+    env = os.environ
+    if num_nodes is None and "SLURM_ARRAY_TASK_COUNT" in env:
+        num_nodes = int(env["SLURM_ARRAY_TASK_COUNT"])
+    if node_index is None:
+        if "SLURM_ARRAY_TASK_ID" in env:
+            node_index = int(env["SLURM_ARRAY_TASK_ID"]) - int(env.get("SLURM_ARRAY_TASK_MIN", "0"))
+        elif "JOB_COMPLETION_INDEX" in env:
+            node_index = int(env["JOB_COMPLETION_INDEX"])
+    nodes = num_nodes or 1
+    if nodes > 1 and node_index is None:
+        raise click.UsageError("--num-nodes needs --node-index (or SLURM_ARRAY_TASK_ID / JOB_COMPLETION_INDEX)")
+    return nodes, node_index or 0
