@@ -65,7 +65,7 @@ def open_read(path: str) -> IO[bytes]:
         return open(local_path(path), "rb")
     fs, key = filesystem(path)
     with explained(path):
-        return fs.open(key, "rb", block_size=1 << 22)  # type: ignore[no-any-return]
+        return fs.open(key, "rb", block_size=1 << 24)  # type: ignore[no-any-return]
 
 
 def read_bytes(path: str, start: int | None = None, stop: int | None = None) -> bytes:
