@@ -55,10 +55,11 @@ def best_of(repeat: int, fn) -> float:  # type: ignore[no-untyped-def]
 
 def bucket_mode(folder: Path, mb: int, repeat: int) -> None:
     """verify's scan from local S3 and GCS servers against the same files on the local disk."""
-    sys.path.insert(0, str(ROOT / "tests"))
-    import object_stores
+    import shardkit
 
+    sys.path.insert(0, str(Path(shardkit.__file__).resolve().parent.parent))  # the checkout's tests/, which start the servers
     from shardkit.storage import location
+    from tests import object_stores
 
     files = []
     for record_bytes in (17_000, 200_000):

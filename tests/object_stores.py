@@ -136,12 +136,14 @@ def environment(env: dict[str, str]) -> Iterator[None]:
 
 class CuttableProxy:
     """A TCP proxy on 127.0.0.1 in front of a store, whose link can be cut and restored: a real
-    network failure in the middle of a build (connections reset, new ones refused at once)."""
+    network failure in the middle of a build (connections reset, new ones refused at once).
+    With ``rate`` it is also a slow link, as a bucket across a network is (for benchmarks)."""
 
-    def __init__(self, target_port: int) -> None:
+    def __init__(self, target_port: int, rate: float | None = None) -> None:
         import threading
 
         self.target_port = target_port
+        self.rate = rate  # bytes/s each way of each connection (a slow link), or None
         self.cut = threading.Event()
         self._server = socket.socket()
         self._server.bind(("127.0.0.1", 0))
@@ -168,11 +170,12 @@ class CuttableProxy:
             threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
             threading.Thread(target=self._pump, args=(upstream, client), daemon=True).start()
 
-    @staticmethod
-    def _pump(source: socket.socket, sink: socket.socket) -> None:
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
         try:
             while data := source.recv(1 << 16):
                 sink.sendall(data)
+                if self.rate:
+                    time.sleep(len(data) / self.rate)
         except OSError:
             pass
         finally:

@@ -61,8 +61,13 @@ def _tick(n: int) -> None:
     _progress_queue.put(("tick", n))
 
 
+# A build into a bucket uploads each shard while its worker encodes the next; False waits for each
+# upload instead, only to measure what the overlap gains (scripts/bench_bucket.py --link-mbps).
+OVERLAP_UPLOADS = True
+
+
 def _run_in_pool(task: ShardTask) -> ShardResult:
-    if not location.is_url(task.settings.out_dir):
+    if not (OVERLAP_UPLOADS and location.is_url(task.settings.out_dir)):
         result = run_task(task, _tick)
         _progress_queue.put(("shard", result))
         return result
