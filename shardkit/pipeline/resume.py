@@ -107,10 +107,11 @@ def owned_files(out_dir: str) -> list[str]:
         "*.labels.txt",
     ]
     names = location.listdir(out_dir)
-    found = [location.join(out_dir, n) for n in names if any(fnmatch.fnmatchcase(n, pattern) for pattern in patterns)]
+    # Hidden names (temp files) are not a build's, as glob(*) skips them too.
+    found = [location.join(out_dir, n) for n in names if n[0] != "." and any(fnmatch.fnmatchcase(n, p) for p in patterns)]
     state = layout.state_dir(out_dir)
     shards = location.join(state, "shards")
-    found += [location.join(shards, n) for n in location.listdir(shards) if n.endswith(".json")]
+    found += [location.join(shards, n) for n in location.listdir(shards) if n.endswith(".json") and n[0] != "."]
     found += [location.join(state, n) for n in location.listdir(state) if n == "build.json"]
     return sorted(set(found))
 
@@ -119,12 +120,16 @@ def finished_shards(out_dir: str, tasks: Sequence[ShardTask], fingerprint: str) 
     """Shards of ``tasks`` whose record matches this build and whose file has the recorded size;
     the files of the others (a shard without its record, a stale record) are removed."""
     done, missing = committed(out_dir, [t.name for t in tasks], fingerprint)
-    present = set(location.listdir(out_dir)) if missing else set()
+    if not missing:
+        return done
+    present = set(location.listdir(out_dir))  # one listing each: a bucket answers a request per delete
+    recorded = set(location.listdir(location.join(layout.state_dir(out_dir), "shards")))
     for name in missing:
         for stale in (name, name + INDEX_SUFFIX):
             if stale in present:
                 location.remove(location.join(out_dir, stale))
-        location.remove(layout.shard_record_path(out_dir, name))
+        if f"{name}.json" in recorded:
+            location.remove(layout.shard_record_path(out_dir, name))
     return done
 
 
