@@ -16,15 +16,20 @@ class PathOrURL(click.Path):
     """A local path, checked like ``click.Path``; or a URL (``gs://``, ``s3://``), which the library checks."""
 
     def convert(self, value: str | os.PathLike[str], param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if isinstance(value, str) and "://" in value and not value.startswith("file://"):
-            return value
+        if isinstance(value, str) and "://" in value:
+            if not value.startswith("file://"):
+                return value
+            value = value[len("file://") :]  # a local path, checked as one
         return super().convert(value, param, ctx)
 
 
 def set_storage_options(items: Sequence[str]) -> None:
     """``KEY=VALUE`` items (VALUE parsed as JSON where it is JSON) into the environment, where the
     build's worker processes inherit them."""
-    options = dict(json.loads(os.environ.get(STORAGE_OPTIONS_VARIABLE) or "{}"))
+    try:
+        options = dict(json.loads(os.environ.get(STORAGE_OPTIONS_VARIABLE) or "{}"))
+    except (ValueError, TypeError):
+        raise click.UsageError(f"{STORAGE_OPTIONS_VARIABLE} is set but is not a JSON object of fsspec options") from None
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:

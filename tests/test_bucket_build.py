@@ -240,7 +240,7 @@ def test_a_dask_build_into_a_bucket_equals_the_local_build(seg_data: Path, store
     assert result.manifest is not None and local.manifest is not None
     assert result.manifest["splits"] == local.manifest["splits"]
     assert _shards(_objects(f"{bucket}/dask")) == _local_files(tmp_path / "local")
-    assert (staging / "shardkit-staging").is_dir()
+    assert (staging / f"shardkit-staging-{os.getuid()}").is_dir()
 
 
 @pytest.mark.slow
@@ -280,3 +280,27 @@ def test_the_network_failing_mid_build_is_one_line_and_keeps_finished_shards(
             assert _shards(_objects(out)) == _local_files(augmented_reference)
     finally:
         proxy.close()
+
+
+def test_of_two_builds_taking_over_one_stopped_lock_only_one_wins(seg_data: Path, bucket: str) -> None:
+    out = f"{bucket}/out"
+    stopped = {"host": "some-other-host", "pid": 7, "since": "earlier", "heartbeat": time.time() - 3600, "token": "old"}
+    location.put_bytes(f"{out}/.shardkit/lock", json.dumps(stopped).encode())
+    location.put_bytes(f"{out}/.shardkit/lock.replaced-old", b"{}")  # another build won the takeover a moment ago
+    with pytest.raises(shardkit.errors.OutputError, match="another build took over the lock of a stopped build just now"):
+        shardkit.build([seg_data], out, **SEG_OPTIONS)  # type: ignore[arg-type]
+    assert json.loads(location.read_bytes(f"{out}/.shardkit/lock"))["token"] == "old"  # untouched: not ours to delete
+
+
+def test_the_staging_folder_must_be_this_users_alone(seg_data: Path, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    shared = tmp_path / f"shardkit-staging-{os.getuid()}"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)  # as if someone made it first, for everyone
+    with pytest.raises(shardkit.errors.OutputError, match=r"shardkit-staging-\d+: the staging folder of bucket builds is not this user's"):
+        shardkit.build([seg_data], f"{bucket}/out", **SEG_OPTIONS)  # type: ignore[arg-type]
+    shared.rmdir()
+    assert shardkit.build([seg_data], f"{bucket}/out", **SEG_OPTIONS).shards_built == 4  # type: ignore[arg-type]
+    assert (shared.stat().st_mode & 0o777) == 0o700

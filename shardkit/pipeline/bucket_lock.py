@@ -10,13 +10,17 @@ A lock is taken over:
   ``kill -9`` leaves its lock object behind, and a rerun on the same machine just resumes);
 - when its heartbeat is older than ``STALE_SECONDS`` (``SHARDKIT_LOCK_STALE_SECONDS``): a holder on
   another host that stopped refreshing it, e.g. a Colab VM that was reclaimed.
-Takeover deletes the old object and creates a new one conditionally, so two takers cannot both
-win; a holder that finds its lock replaced stops refreshing it and says so when it ends.
+Of builds that find the same stopped holder, only the one that creates the marker object
+``lock.replaced-<old token>`` (conditionally) deletes the old lock and creates its own (again
+conditionally): two takers cannot both win. A holder that finds its lock replaced stops
+refreshing it, and the build refuses to write its manifest. "This host" is the hostname, the
+boot and the pid namespace, so containers that share a hostname are not taken for one host.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import socket
@@ -58,19 +62,26 @@ class BucketLock:
 
     def acquire(self) -> None:
         for _ in range(3):  # a holder releasing between our create and our read: try again
-            if location.create_once(self.url, self._content()):
+            if self._create():
                 break
             holder = _read(self.url)
             if holder is None:
                 continue
+            if holder.get("token") == self.token:  # our create went through, its retry found it there
+                break
             why = _takeover_reason(holder)
             if why is None:
                 raise OutputError(
                     f"{self.out}: another build is writing here ({_describe(holder)}); wait for it to finish, or choose another "
                     f"output folder. A lock whose holder stopped is taken over {stale_seconds():.0f} s after its last heartbeat"
                 )
+            # Of builds that find the same stopped holder, the one that creates this marker replaces
+            # its lock; a blind delete would let a second taker delete the first one's new lock.
+            marker = f"{self.url}.replaced-{holder.get('token') or holder.get('digest')}"
+            if not location.create_once(marker, self._content()):
+                raise OutputError(f"{self.out}: another build took over the lock of a stopped build just now; wait for it to finish")
             location.remove(self.url)
-            if location.create_once(self.url, self._content()):
+            if self._create():
                 self.took_over = f"{_describe(holder)}: {why}"
                 if why != GONE:  # a dead holder on this host is like a released flock: nothing to say
                     warnings.warn(
@@ -79,8 +90,22 @@ class BucketLock:
                 break
         else:
             raise OutputError(f"{self.out}: could not take the lock object {self.url}; another build keeps replacing it")
+        holder = _read(self.url)
+        if holder is None or holder.get("token") != self.token:
+            raise OutputError(
+                f"{self.url}: this store did not keep the lock this build created (it may ignore conditional writes, "
+                "If-None-Match / ifGenerationMatch); shardkit needs them to keep two builds apart"
+            )
         self._thread = threading.Thread(target=self._beat, name="shardkit-lock-heartbeat", daemon=True)
         self._thread.start()
+
+    def _create(self) -> bool:
+        try:
+            return location.create_once(self.url, self._content())
+        except FileNotFoundError:  # the first write into OUT: S3 and GCS say so for a missing bucket
+            raise OutputError(
+                f"{self.out}: no such bucket (or no permission to see it); create it, or check the URL and the credentials"
+            ) from None
 
     def release(self) -> None:
         if self._thread is None:
@@ -109,6 +134,7 @@ class BucketLock:
     def _content(self) -> bytes:
         info: dict[str, Any] = {
             "host": socket.gethostname(),
+            "machine": _machine(),
             "pid": os.getpid(),
             "started": _process_start(os.getpid()),
             "since": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -132,17 +158,37 @@ def live_holders(urls: list[str]) -> list[str]:
 
 def _read(url: str) -> dict[str, Any] | None:
     try:
-        holder = json.loads(location.read_bytes(url))
+        data = location.read_bytes(url)
     except FileNotFoundError:
         return None
+    try:
+        holder = json.loads(data)
     except ValueError:
-        return {}  # unreadable: treated as stale (it has no heartbeat)
-    return holder if isinstance(holder, dict) else {}
+        holder = None
+    if not isinstance(holder, dict):  # unreadable: treated as stale (it has no heartbeat), known by its bytes
+        return {"digest": hashlib.sha256(data).hexdigest()[:16]}
+    return holder
+
+
+def _machine() -> str:
+    """This boot of this machine, and this pid namespace: where a pid means the same process."""
+    parts = []
+    for path in ("/proc/sys/kernel/random/boot_id", "/proc/self/ns/pid"):
+        try:
+            if path.endswith("boot_id"):
+                with open(path) as f:
+                    parts.append(f.read().strip())
+            else:
+                parts.append(os.readlink(path))
+        except OSError:
+            parts.append("")
+    return ":".join(parts)
 
 
 def _takeover_reason(holder: dict[str, Any]) -> str | None:
     """Why the lock of ``holder`` may be taken now, or None while it is held."""
-    if holder.get("host") == socket.gethostname() and isinstance(holder.get("pid"), int):
+    here = holder.get("host") == socket.gethostname() and holder.get("machine") == _machine()
+    if here and isinstance(holder.get("pid"), int):
         if _process_start(holder["pid"]) != holder.get("started"):
             return GONE
         if holder["pid"] == os.getpid():

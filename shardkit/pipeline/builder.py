@@ -15,13 +15,12 @@ import shutil
 import sys
 import time
 import uuid
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from shardkit import interrupts
-from shardkit.errors import OutputError, ShardkitError, ShardkitWarning, WriteError
+from shardkit.errors import OutputError, ShardkitError, WriteError
 from shardkit.formats import tfds_metadata
 from shardkit.pipeline import manifest, preflight, resume, stopped
 from shardkit.pipeline.bucket_lock import BucketLock, live_holders, stale_seconds
@@ -131,7 +130,7 @@ def build(
             with atomic.naming(out_dir):
                 os.makedirs(out_dir, exist_ok=True)
         with contextlib.ExitStack() as held:
-            _lock(held, out_dir, num_nodes, node_index)
+            bucket_lock = _lock(held, out_dir, num_nodes, node_index)
             if num_nodes == 1:
                 shutil.rmtree(layout.scratch_dir(out_dir), ignore_errors=True)  # a killed build's half plan: ours alone
             state = resume.prepare_state(out_dir, fingerprint, cfg, parameters, inputs, overwrite, multi_node=num_nodes > 1)
@@ -161,10 +160,19 @@ def build(
                     for temp in layout.temp_files(out_dir, None if num_nodes == 1 else [t.name for t in mine]):
                         atomic.remove_quietly(temp)  # a task still running elsewhere may have removed its own
             missing: list[str] = []
-            if num_nodes == 1:
+            if bucket_lock is not None and bucket_lock.lost:
+                raise OutputError(
+                    f"{out_dir}: another build took this build's lock over while it ran ({bucket_lock.lost}; its heartbeat was late "
+                    f"by more than {stale_seconds():.0f} s); the shards it committed are kept, no manifest was written: rerun to finish"
+                )
+            if num_nodes == 1 and bucket_lock is None:
                 finished = {r.name: r for r in [*done.values(), *fresh]}
-            else:
+            else:  # what is committed now, not what this run remembers: in a bucket, another build may have taken over
                 finished, missing = resume.committed(out_dir, [t.name for t in tasks], fingerprint)
+                if num_nodes == 1 and missing:
+                    raise OutputError(
+                        f"{out_dir}: {len(missing)} shards this build committed are gone ({missing[0]}, ...); rerun to rebuild them"
+                    )
             run = {"workers": workers, "on_error": on_error, "fsync": fsync, "ignore": list(ignore), "nodes": num_nodes}
             doc = None if missing else _publish_outputs(out_dir, state, list(finished.values()), run, fsync)
         return BuildResult(
@@ -219,6 +227,7 @@ def _plan(
     published are the plan, and a later node checks that its own fingerprint matches.
     """
     parameters = state["parameters"]
+    layout.make_work_dir(out_dir)  # for a bucket: this user's staging folder
     scratch = os.path.join(layout.scratch_dir(out_dir), f"plan-{uuid.uuid4().hex[:8]}")
     with atomic.naming(scratch):
         os.makedirs(scratch)
@@ -256,7 +265,7 @@ def _plan(
     return _publish_state(out_dir, state, num_nodes, fsync)
 
 
-def _lock(held: contextlib.ExitStack, out_dir: str, num_nodes: int, node_index: int) -> None:
+def _lock(held: contextlib.ExitStack, out_dir: str, num_nodes: int, node_index: int) -> BucketLock | None:
     """One build per OUT: ``flock`` on a disk (shared by the nodes of one build, each also holding
     its own node lock); in a bucket, lock objects (a build's, or each node's) with heartbeats."""
     state_dir = layout.state_dir(out_dir)
@@ -264,7 +273,7 @@ def _lock(held: contextlib.ExitStack, out_dir: str, num_nodes: int, node_index: 
         held.enter_context(OutputLock(os.path.join(state_dir, "lock"), shared=num_nodes > 1))
         if num_nodes > 1:
             held.enter_context(OutputLock(os.path.join(state_dir, f"lock.node-{node_index}")))
-        return
+        return None
     name = "lock" if num_nodes == 1 else f"lock.node-{node_index}"
     lock = held.enter_context(BucketLock(location.join(state_dir, name), out_dir))
     # The two kinds never mix: a single build refuses while nodes of a multi-node build hold theirs, and the reverse.
@@ -273,17 +282,7 @@ def _lock(held: contextlib.ExitStack, out_dir: str, num_nodes: int, node_index: 
     if holders:
         kind = "a single-machine build" if num_nodes > 1 else "a multi-node build's node"
         raise OutputError(f"{out_dir}: {kind} is writing here ({holders[0]}); wait for it to finish, or choose another output folder")
-    held.callback(_warn_if_lost, lock, out_dir)
-
-
-def _warn_if_lost(lock: BucketLock, out_dir: str) -> None:
-    if lock.lost:
-        warnings.warn(
-            f"{out_dir}: this build's lock was taken over by {lock.lost} while it ran (its heartbeat was late by more than "
-            f"{stale_seconds():.0f} s); shards were committed only while OUT held this build, so they are valid",
-            ShardkitWarning,
-            stacklevel=2,
-        )
+    return lock
 
 
 def _publish_plan(scratch: str, folder: str, fsync: bool) -> None:

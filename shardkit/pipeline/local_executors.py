@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import pickle
 import queue as queue_module
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -97,6 +98,10 @@ def _commit_and_report(written: WrittenShard) -> None:
         written.commit()
     except BaseException as exc:  # reported to the parent, which stops the build with it
         written.discard()
+        try:
+            pickle.dumps(exc)
+        except Exception:  # the queue would drop what it cannot pickle, and the parent wait for ever
+            exc = WorkerError(f"uploading {written.task.name} failed: {type(exc).__name__}: {exc}")
         _progress_queue.put(("failed", exc))
     else:
         _progress_queue.put(("shard", written.result))
@@ -137,7 +142,7 @@ class PoolExecutor:
                 reported += arrived
                 if not arrived and not uploading:
                     break
-                if workers - _worker_pids(pool):
+                if uploading and workers - _worker_pids(pool):
                     raise WorkerError(
                         "a build worker process died while uploading a shard. Finished shards are kept: rerun the same command to resume"
                     )

@@ -19,13 +19,8 @@ from shardkit.units import size
 
 
 def check_out_folder(out_dir: str) -> None:
-    """OUT is a folder this process can write into, or one it can create; nothing is created yet.
-    In a bucket: the bucket exists (whether this process may write there, its first write says)."""
-    if location.is_url(out_dir):
-        if not location.bucket_exists(out_dir):
-            raise OutputError(
-                f"{out_dir}: no such bucket (or no permission to see it); create the bucket, or check the URL and credentials"
-            )
+    """OUT is a folder this process can write into, or one it can create; nothing is created yet."""
+    if location.is_url(out_dir):  # the first write, the lock object, says whether the bucket is there and writable
         return
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise OutputError(f"{out_dir}: is a file, not a folder; give -o a folder (it is created if missing)")

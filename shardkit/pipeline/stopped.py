@@ -12,7 +12,7 @@ import contextlib
 import dataclasses
 from collections.abc import Iterator
 
-from shardkit.errors import Interrupted, WriteError
+from shardkit.errors import Interrupted, ShardkitError, WriteError
 from shardkit.pipeline import resume
 
 
@@ -31,7 +31,7 @@ class Progress:
             return None
         try:
             finished, _ = resume.committed(self.out_dir, self.names, self.fingerprint)
-        except OSError:  # OUT itself went away: say nothing rather than hide why the build stopped
+        except (OSError, ShardkitError):  # OUT went away, or its store: say nothing rather than hide why the build stopped
             return None
         index, count = self.node
         whose = f"node {index} of {count}: " if count > 1 else ""

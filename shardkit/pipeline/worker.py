@@ -119,8 +119,7 @@ def write_shard(task: ShardTask, progress: Progress | None = None, tick_every: f
     last_tick = time.monotonic()
     try:
         if location.is_url(settings.out_dir):  # a local staging folder, also on a Dask worker that never planned
-            with atomic.naming(final):
-                os.makedirs(layout.work_dir(settings.out_dir), exist_ok=True)
+            layout.make_work_dir(settings.out_dir)
         if settings.shuffle and len(maker.copies) > 1:
             with atomic.naming(final):
                 spread = _Spread(layout.temp_path(settings.out_dir, task.name + ".records", tag), settings.seed)
@@ -153,7 +152,7 @@ def write_shard(task: ShardTask, progress: Progress | None = None, tick_every: f
             if sink is not raw:
                 sink.close()
             raw.flush()
-            if settings.fsync:
+            if settings.fsync and not location.is_url(settings.out_dir):  # a staged file is uploaded, not kept
                 raw.sync()
         if settings.compression == "gzip":
             size, crc = os.path.getsize(temp), file_crc32c(temp)

@@ -13,7 +13,7 @@ OUT/
 
 When OUT is in a bucket (a ``gs://``/``s3://`` URL) the same names are objects, and what is
 written before it is finished (temp shards, planning scratch) lives in a local staging folder
-instead, ``$TMPDIR/shardkit-staging/<hash of OUT>/``: objects appear whole, so nothing partial
+instead, ``$TMPDIR/shardkit-staging-<uid>/<hash of OUT>/``: objects appear whole, so nothing partial
 is ever in the bucket.
 """
 
@@ -22,12 +22,14 @@ from __future__ import annotations
 import glob
 import hashlib
 import os
+import stat
 import tempfile
 from collections.abc import Iterable
 from typing import Any
 
+from shardkit.errors import OutputError
 from shardkit.storage import location
-from shardkit.storage.atomic import INCOMPLETE, fsync_dir, read_json, write_json
+from shardkit.storage.atomic import INCOMPLETE, fsync_dir, naming, read_json, write_json
 
 STATE_DIR = ".shardkit"
 MANIFEST = "manifest.json"
@@ -48,7 +50,28 @@ def work_dir(out: str) -> str:
     """Where unfinished files of OUT are written: OUT itself, or a local staging folder for a bucket."""
     if not location.is_url(out):
         return out
-    return os.path.join(tempfile.gettempdir(), "shardkit-staging", hashlib.sha256(out.encode()).hexdigest()[:16])
+    return os.path.join(_staging_root(), hashlib.sha256(out.encode()).hexdigest()[:16])
+
+
+def _staging_root() -> str:
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    return os.path.join(tempfile.gettempdir(), f"shardkit-staging-{uid}")
+
+
+def make_work_dir(out: str) -> str:
+    """``work_dir(out)``, created; for a bucket, in a folder of this user's alone (mode 0700, owned by
+    them), so no other user of a shared machine can read the shards or take the name first."""
+    folder = work_dir(out)
+    if location.is_url(out):
+        root = _staging_root()
+        with naming(root):
+            os.makedirs(root, mode=0o700, exist_ok=True)
+            info = os.lstat(root)
+        if hasattr(os, "getuid") and (info.st_uid != os.getuid() or not stat.S_ISDIR(info.st_mode) or info.st_mode & 0o077):
+            raise OutputError(f"{root}: the staging folder of bucket builds is not this user's alone (mode 0700): remove it, or set TMPDIR")
+    with naming(folder):
+        os.makedirs(folder, exist_ok=True)
+    return folder
 
 
 def scratch_dir(out: str) -> str:

@@ -83,14 +83,17 @@ def read_bytes(path: str, start: int | None = None, stop: int | None = None) -> 
 def read_many(paths: Sequence[str]) -> dict[str, bytes | None]:
     """Whole files, concurrently on a store; None for one that cannot be read."""
     found: dict[str, bytes | None] = {}
-    remote = [p for p in paths if is_url(p)]
+    by_scheme: dict[str, list[str]] = {}
     for path in paths:
-        if not is_url(path):
-            try:
-                found[path] = read_bytes(path)
-            except OSError:
-                found[path] = None
-    if remote:
+        name = scheme(path)
+        if name is not None:
+            by_scheme.setdefault(name, []).append(path)
+            continue
+        try:
+            found[path] = read_bytes(path)
+        except OSError:
+            found[path] = None
+    for remote in by_scheme.values():
         fs, _ = filesystem(remote[0])
         keys = {fs._strip_protocol(p): p for p in remote}
         with explained(remote[0]):

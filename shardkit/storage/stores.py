@@ -124,6 +124,8 @@ def explained(url: str, doing: str = "reading") -> Iterator[None]:
     except (ShardkitError, FileNotFoundError, FileExistsError, KeyboardInterrupt):
         raise
     except PermissionError as exc:
+        if not is_url(url):  # a local file's denial keeps its type: callers name it as they always did
+            raise
         why = _first_line(exc)
         raise ShardkitError(f"{url}: access denied {doing} it ({why}); check the credentials and the bucket's permissions") from None
     except Exception as exc:  # botocore, aiohttp and google-auth raise their own types
