@@ -286,11 +286,12 @@ def _lock(held: contextlib.ExitStack, out_dir: str, num_nodes: int, node_index: 
 
 
 def _publish_plan(scratch: str, folder: str, fsync: bool) -> None:
-    """The planned files as ``.shardkit/plan-<fingerprint>``: the folder renamed into place, or
-    each file uploaded (a plan is the same bytes whoever makes it, so a second upload is harmless)."""
+    """The planned files as ``.shardkit/plan-<fingerprint>``: the folder renamed into place, or each
+    file uploaded unless one is there (a plan is the same bytes whoever makes it: the first stands)."""
     if location.is_url(folder):
         for name in sorted(os.listdir(scratch)):
-            atomic.publish(os.path.join(scratch, name), location.join(folder, name))
+            with atomic.naming(location.join(folder, name)):
+                location.upload(os.path.join(scratch, name), location.join(folder, name), create=True)
         return
     if fsync:
         atomic.fsync_dir(scratch)  # its files are flushed: now their names in it

@@ -226,12 +226,16 @@ def remove_tree(folder: str) -> None:
         fs.rm(key, recursive=True)
 
 
-def upload(local: str, url: str) -> None:
+def upload(local: str, url: str, create: bool = False) -> bool:
     """One object from a local file: it appears whole or not at all (a multipart upload is
-    only visible once completed)."""
+    only visible once completed). ``create``: only if no object is there (False if one was)."""
     fs, key = filesystem(url)
     with explained(url, "writing"):
-        fs.put_file(local, key)
+        try:
+            fs.put_file(local, key, **({"mode": "create"} if create else {}))
+        except FileExistsError:
+            return False
+    return True
 
 
 def put_bytes(url: str, data: bytes) -> None:
