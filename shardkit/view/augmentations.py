@@ -1,0 +1,246 @@
+"""Augmentations before a build: a few entries, each as the original and its augmented copies.
+
+The inputs are read and checked as the build reads them (``rows_by_split``, ``resolve_config``,
+``checked_rows``: a bad line or an unknown config key is the build's own one-line error), and the
+class lists are collected from every row, so class ids and names are the build's. Only the chosen
+entries' files are opened. Their records come from the build's ``RecordMaker``, with the config's
+augment section asking for ``copies`` copies and the original: copy ``c`` is seeded by
+``record_seed(seed, identity, c)`` whatever the shard, so for ``c`` below the config's copies the
+pixels are those the build writes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from shardkit.errors import EntryError, ShardkitError
+from shardkit.formats import image_codec
+from shardkit.formats.example_proto import decode_example
+from shardkit.pipeline.config import Config
+from shardkit.pipeline.entries import Entry, checked_rows, to_entry, with_classes, with_source_id
+from shardkit.pipeline.examples import RecordMaker
+from shardkit.pipeline.index_files import Row
+from shardkit.pipeline.inputs import SplitInput, resolve_config, rows_by_split
+from shardkit.pipeline.plan_files import PlanSlice
+from shardkit.pipeline.tasks import BuildSettings, ShardTask
+from shardkit.view import sheet
+
+MAX_COPIES = 1000  # the config's own limit on augment.copies
+
+
+@dataclasses.dataclass(frozen=True)
+class Record:
+    """One record of a previewed entry, as the build would serialize it, and decoded."""
+
+    copy: int  # -1: the original; then 0, 1, ...: the augmented copies, as ``record_seed`` numbers them
+    data: bytes  # the serialized tf.train.Example
+    features: dict[str, tuple[str, list[Any]]]  # key -> (dtype, values), as ``decode_example`` gives them
+    pixels: dict[str, np.ndarray]  # image and mask features, decoded (masks keep their class values)
+
+
+@dataclasses.dataclass(frozen=True)
+class PreviewEntry:
+    split: str
+    source: str  # the index file (or folder root) and line the entry came from
+    line: int
+    identity: str  # what seeds its records, and its source_id
+    records: tuple[Record, ...]  # the original, then the copies
+
+
+@dataclasses.dataclass(frozen=True)
+class AugmentationPreview:
+    config: Config  # as the build resolves it: source_id added, class lists filled
+    entries: tuple[PreviewEntry, ...]
+    copies: int  # augmented copies shown per entry
+    built_copies: int | None  # the copies the build makes (None: the config does not augment)
+    keep_original: bool  # whether the build writes the original too
+    seed: int
+
+
+def augmentation_records(
+    indexes: Sequence[str | Path] = (),
+    *,
+    config: Config | str | Path | None = None,
+    from_folder: str | Path | None = None,
+    split: str | None = None,
+    ignore: Sequence[str] = (),
+    entries: int = 6,
+    copies: int = 4,
+    seed: int = 0,
+) -> AugmentationPreview:
+    """``entries`` entries spread evenly over the inputs (in input order, splits one after the
+    other, first and last included), each with its original record and ``copies`` augmented ones,
+    made by the build's own code with ``seed``. Raises the build's errors for bad inputs."""
+    if bool(indexes) == (from_folder is not None):
+        raise ShardkitError("give index files or folders, or --from-folder ROOT, but not both")
+    if entries < 1:
+        raise ShardkitError("-n must be at least 1")
+    if not 0 <= copies <= MAX_COPIES:
+        raise ShardkitError(f"--copies must be between 0 and {MAX_COPIES}")
+    splits, _ = rows_by_split(indexes, from_folder, split, ignore)
+    cfg = with_source_id(resolve_config(config, splits))
+    if not any(spec.kind == "image" for spec in cfg.features):
+        raise ShardkitError("the config has no image feature: there is nothing to preview")
+    chosen, classes = _choose(splits, cfg, entries)
+    if not chosen:
+        raise ShardkitError("the inputs hold no entries")
+    cfg = with_classes(cfg, classes)
+    augment = cfg.augment
+    shown = cfg if augment is None else dataclasses.replace(cfg, augment=dataclasses.replace(augment, copies=copies, keep_original=True))
+    maker = RecordMaker(_task(shown, seed))
+    previewed = []
+    for split_name, row in chosen:
+        entry = to_entry(row, cfg, splits[split_name].sources[_position(splits[split_name], row)].folder)
+        previewed.append(PreviewEntry(split_name, entry.source, entry.line, entry.identity, _records(maker, entry, shown)))
+    return AugmentationPreview(
+        config=cfg,
+        entries=tuple(previewed),
+        copies=copies if augment is not None else 0,
+        built_copies=augment.copies if augment is not None else None,
+        keep_original=augment is None or augment.keep_original,
+        seed=seed,
+    )
+
+
+def augmentation_sheet(
+    indexes: Sequence[str | Path] = (),
+    *,
+    config: Config | str | Path | None = None,
+    from_folder: str | Path | None = None,
+    split: str | None = None,
+    ignore: Sequence[str] = (),
+    entries: int = 6,
+    copies: int = 4,
+    seed: int = 0,
+) -> Image.Image:
+    """The contact sheet of ``augmentation_records``: one row per entry, the original then its copies."""
+    preview = augmentation_records(
+        indexes, config=config, from_folder=from_folder, split=split, ignore=ignore, entries=entries, copies=copies, seed=seed
+    )
+    return sheet.render(sheet_rows(preview), title=title(preview))
+
+
+def sheet_rows(preview: AugmentationPreview) -> list[list[sheet.Tile]]:
+    """One row of tiles per entry: each record's images (the first mask over the first image),
+    captioned with which record it is, its labels, and on the first tile the entry's identity."""
+    cfg = preview.config
+    images = [spec.key for spec in cfg.features if spec.kind == "image"]
+    masks = [spec.key for spec in cfg.features if spec.kind == "mask"]
+    rows = []
+    for entry in preview.entries:
+        row: list[sheet.Tile] = []
+        for record in entry.records:
+            name = "original" if record.copy < 0 else f"copy {record.copy + 1}"
+            labels = _labels(cfg, record)
+            first = images[0]
+            # Masks share the first image's size (the build checks it): each is shown over it.
+            pictures = [(first, masks[0] if masks else None), *((key, None) for key in images[1:]), *((first, key) for key in masks[1:])]
+            for image_key, mask_key in pictures:
+                shown = [k for k in (image_key, mask_key) if k is not None]
+                caption = [f"{name}: {' + '.join(shown)}" if len(pictures) > 1 else name, *labels]
+                if not row:
+                    caption.append(entry.identity)
+                mask = record.pixels[mask_key] if mask_key is not None else None
+                row.append(sheet.Tile(record.pixels[image_key], mask, caption))
+        rows.append(row)
+    return rows
+
+
+def title(preview: AugmentationPreview) -> str:
+    counts: dict[str, int] = {}
+    for entry in preview.entries:
+        counts[entry.split] = counts.get(entry.split, 0) + 1
+    where = ", ".join(f"{name} ({n})" if len(counts) > 1 else name for name, n in counts.items())
+    config = os.path.basename(preview.config.source) if preview.config.source else "inferred"
+    if preview.built_copies is None:
+        shown = "originals only (the config has no augment section)"
+    else:
+        built = f"the build makes {preview.built_copies}" + ("" if preview.keep_original else ", without the original")
+        shown = f"original + {preview.copies} copies ({built})"
+    return f"shardkit preview: {len(preview.entries)} entries of {where}, {shown}, seed {preview.seed}, config {config}"
+
+
+def _choose(splits: dict[str, SplitInput], cfg: Config, count: int) -> tuple[list[tuple[str, Row]], dict[str, set[str]]]:
+    """Every row checked as planning checks it (the first bad one raises), the class names of
+    each open class_name feature collected, and ``count`` rows kept, evenly spaced over all rows.
+
+    Memory stays a few rows whatever the inputs' size: every ``stride``-th row is kept and, when
+    more than ``4 * count`` are held, every other one dropped and the stride doubled; the rows
+    nearest to the evenly spaced positions are then picked from those.
+    """
+    classes: dict[str, set[str]] = {spec.key: set() for spec in cfg.features if spec.kind == "class_name" and spec.classes is None}
+    kept: list[tuple[str, Row]] = []
+    stride, seen, limit = 1, 0, 4 * max(count, 16)
+    errors: list[EntryError] = []  # stays empty: with "fail" the first bad row raises
+    for name, split_input in splits.items():
+        for row in checked_rows(split_input.rows, cfg, "fail", errors, classes):
+            if seen % stride == 0:
+                kept.append((name, row))
+                if len(kept) > limit:
+                    kept = kept[::2]
+                    stride *= 2
+            last = (name, row)
+            seen += 1
+    if seen <= count:
+        return kept, classes
+    if count == 1:
+        return kept[:1], classes
+    inner = (min(len(kept) - 1, round(i * (seen - 1) / (count - 1) / stride)) for i in range(count - 1))
+    picks = [kept[i] for i in dict.fromkeys(inner)]  # in order, without repeats
+    return [*picks, last], classes
+
+
+def _position(split_input: SplitInput, row: Row) -> int:
+    return next(i for i, s in enumerate(split_input.sources) if s.path == row.source)
+
+
+def _task(cfg: Config, seed: int) -> ShardTask:
+    """A task for ``RecordMaker``: records depend on the config and the seed alone, not on the
+    shard, its output folder or the build's fingerprint (placeholders here)."""
+    settings = BuildSettings(out_dir="", config=cfg, seed=seed, compression=None, on_error="fail", fingerprint="")
+    return ShardTask("preview", 0, 1, PlanSlice("", 0, 0, 0), (), settings)
+
+
+def _records(maker: RecordMaker, entry: Entry, cfg: Config) -> tuple[Record, ...]:
+    try:
+        data = maker.records_for(entry)
+    except image_codec.ImageProblem as exc:  # as a build's worker reports it
+        raise EntryError(entry.source, entry.line, str(exc)) from None
+    kinds = {spec.key: spec.kind for spec in cfg.features if spec.is_image}
+    out = []
+    for copy, record in zip(maker.copies, data, strict=True):
+        features: dict[str, tuple[str, list[Any]]] = {key: (dtype, list(values)) for key, (dtype, values) in decode_example(record).items()}
+        pixels = {key: _pixels(features[key][1][0], kind == "mask") for key, kind in kinds.items()}
+        out.append(Record(copy, record, features, pixels))
+    return tuple(out)
+
+
+def _pixels(data: bytes, mask: bool) -> np.ndarray:
+    """A stored image's pixels: a mask's class values as they are, an image as L, RGB or RGBA."""
+    with Image.open(io.BytesIO(data)) as im:
+        if mask and im.mode in ("1", "L", "P", "I;16"):
+            return np.asarray(im).astype(np.uint8) if im.mode == "1" else np.asarray(im)
+        if im.mode not in ("L", "RGB", "RGBA"):  # raw files keep their own mode
+            return np.asarray(im.convert("RGBA" if "transparency" in im.info or "A" in im.mode else "RGB"))
+        return np.asarray(im)
+
+
+def _labels(cfg: Config, record: Record) -> list[str]:
+    """The class name of each class_name feature and the value of each single int64 one; named
+    ``key: value`` where there are several (tiles are narrow: one label is shown bare)."""
+    out = []
+    for spec in cfg.features:
+        values = record.features.get(spec.key, ("", []))[1]
+        if spec.kind == "class_name":
+            out.append((spec.key, (spec.classes or ())[values[0]]))
+        elif spec.kind == "int64" and len(values) == 1:
+            out.append((spec.key, str(values[0])))
+    return [value if len(out) == 1 else f"{key}: {value}" for key, value in out]
