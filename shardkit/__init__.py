@@ -9,10 +9,11 @@ The public Python API, one function per command (``shardkit.api`` holds them)::
     shardkit.verify(paths, deep=..., workers=...)       -> VerifyReport      shardkit verify
     shardkit.write_idx_files(paths)                     -> list[IndexReport] shardkit index
     shardkit.materialize_snapshot(src, snap, preprocess) -> SnapshotResult   shardkit snapshot-materialize
+    shardkit.preview(paths, out=None, ...)              -> PIL.Image.Image   shardkit preview
 
 Also public: ``shardkit.errors`` (what the functions raise), ``shardkit.executors``
 (``DaskExecutor``, ...), ``shardkit.tfdata.load`` and ``shardkit.reader.ShardReader``. The
-subpackages (``pipeline``, ``formats``, ``check``, ``read``, ``storage``) are the implementation.
+subpackages (``pipeline``, ``formats``, ``check``, ``read``, ``storage``, ``view``) are the implementation.
 
 Names resolve on first use, so ``import shardkit`` stays light and never imports TensorFlow.
 """
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
         finalize,
         inspect,
         materialize_snapshot,
+        preview,
         verify,
         write_idx_files,
     )
@@ -51,6 +53,7 @@ __all__ = [
     "finalize",
     "inspect",
     "materialize_snapshot",
+    "preview",
     "verify",
     "write_idx_files",
 ]

@@ -19,6 +19,7 @@ from shardkit.formats.idx_sidecar import write_idx_files as _write_idx_files
 from shardkit.pipeline.builder import BuildResult, build, finalize
 from shardkit.read.snapshot import DEFAULT_NUM_SHARDS, SnapshotResult
 from shardkit.storage.outputs import expand
+from shardkit.view.preview import preview
 
 __all__ = [
     "BuildResult",
@@ -31,6 +32,7 @@ __all__ = [
     "finalize",
     "inspect",
     "materialize_snapshot",
+    "preview",
     "verify",
     "write_idx_files",
 ]

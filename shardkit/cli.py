@@ -14,6 +14,7 @@ import click
 
 from shardkit import interrupts
 from shardkit.cli_options import PathOrURL, node_share, set_storage_options
+from shardkit.cli_preview import preview
 from shardkit.cli_reporting import friendly_errors
 from shardkit.version import __version__
 
@@ -368,6 +369,9 @@ def index(paths: tuple[str, ...], workers: int | None, compression: str) -> None
     for r in reports:
         click.echo(f"OK      {r.index} ({r.records} records)" if r.problem is None else f"FAILED  {r.path}: {r.problem}")
     sys.exit(0 if all(r.problem is None for r in reports) else 1)
+
+
+main.add_command(preview)
 
 
 def _plural(n: int, word: str) -> str:

@@ -19,7 +19,7 @@ PACKAGE = Path(shardkit.__file__).parent
 PUBLIC = {
     "shardkit": [
         "build", "finalize", "inspect", "count_records", "verify", "write_idx_files", "materialize_snapshot",
-        "BuildResult", "VerifyReport", "FileReport", "IndexReport", "SnapshotResult", "__version__",
+        "BuildResult", "VerifyReport", "FileReport", "IndexReport", "SnapshotResult", "__version__", "preview",
     ],
     "shardkit.errors": ["ShardkitError", "ConfigError", "EntryError", "OutputError", "CorruptShardError", "WorkerError"],
     "shardkit.executors": ["DaskExecutor", "PoolExecutor", "InlineExecutor", "Executor", "default_workers"],
@@ -29,7 +29,7 @@ PUBLIC = {
 }  # fmt: skip
 
 # Who may import whom: a layer imports itself and the layers below it, never one beside or above.
-# cli -> api (and the public paths) -> pipeline | check | read -> formats -> storage -> errors, version
+# cli -> api (and the public paths) -> view -> pipeline | check | read -> formats -> storage -> errors, version
 LEAVES = {"errors", "interrupts", "units", "version"}  # import nothing of shardkit but errors
 LAYERS = {
     "errors": set(),
@@ -42,10 +42,12 @@ LAYERS = {
     "pipeline": {"formats", "storage"} | LEAVES,
     "check": {"formats", "storage"} | LEAVES,
     "read": {"formats", "storage"} | LEAVES,
-    "api": {"pipeline", "check", "read", "formats", "storage"} | LEAVES,
+    "view": {"pipeline", "check", "read", "formats", "storage"} | LEAVES,
+    "api": {"view", "pipeline", "check", "read", "formats", "storage"} | LEAVES,
     "public": {"pipeline", "check", "read", "formats", "storage"} | LEAVES,  # shardkit.tfdata, .reader, .executors
     "package": {"api", "version"},  # shardkit/__init__.py
-    "cli": {"api", "public", "package", "check", "cli_reporting", "cli_options"} | LEAVES,
+    "cli": {"api", "public", "package", "check", "cli_reporting", "cli_options", "cli_preview"} | LEAVES,
+    "cli_preview": {"api", "cli_reporting", "cli_options"} | LEAVES,
     "cli_reporting": LEAVES,
     "cli_options": set(),
 }

@@ -1,0 +1,90 @@
+"""``shardkit.preview``: which picture PATHS ask for, made and optionally saved.
+
+Index files, folders of them or ``from_folder`` (an ImageFolder tree) are inputs: the picture is
+entries with their augmented copies, as the build will write them. A built output, TFRecord
+files, folders or patterns of them are shards: the picture is a sample of records, or with
+``labels`` the label balance. Nothing here imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from shardkit.errors import ShardkitError
+from shardkit.pipeline.config import Config
+from shardkit.storage import atomic, location, outputs
+
+if TYPE_CHECKING:
+    from PIL import Image
+
+ENTRIES = 6  # entries drawn before a build
+RECORDS = 16  # records drawn after one
+
+
+def preview(
+    paths: Sequence[str | Path] = (),
+    out: str | Path | None = None,
+    *,
+    config: Config | str | Path | None = None,
+    from_folder: str | Path | None = None,
+    split: str | None = None,
+    count: int | None = None,
+    copies: int = 4,
+    seed: int = 0,
+    labels: bool = False,
+) -> Image.Image:
+    """A contact sheet of ``paths`` as a PIL image (notebooks show it inline), also written to
+    ``out`` when given (PNG, or the format its extension names).
+
+    Before a build (index files, or ``from_folder``): ``count`` entries (6) spread over the inputs,
+    each as the original and ``copies`` augmented copies: for a given ``seed``, the pixels the build
+    writes. After one (an output, TFRecord files): ``count`` records (16) sampled with ``seed``, or
+    with ``labels`` the class counts per split and their spread over shards.
+    """
+    names = [os.fspath(p) for p in paths]
+    if count is not None and count < 1:
+        raise ShardkitError("-n must be at least 1")
+    if labels:
+        from shardkit.view.balance import balance_sheet
+
+        picture = balance_sheet(names)
+    elif from_folder is not None or config is not None or not _are_shards(names):
+        from shardkit.view.augmentations import augmentation_sheet
+
+        folder = None if from_folder is None else os.fspath(from_folder)
+        picture = augmentation_sheet(
+            names, config=config, from_folder=folder, split=split, entries=count or ENTRIES, copies=copies, seed=seed
+        )
+    else:
+        from shardkit.view.records import record_sheet
+
+        picture = record_sheet(names, split=split, count=count or RECORDS, seed=seed)
+    if out is not None:
+        save(picture, os.fspath(out))
+    return picture
+
+
+def _are_shards(paths: Sequence[str]) -> bool:
+    """Whether ``paths`` name shards (an output, TFRecord files): what ``inspect`` would take."""
+    if not paths:
+        return False
+    try:
+        outputs.expand(paths)
+    except ShardkitError:
+        return False
+    return True
+
+
+def save(picture: Image.Image, path: str) -> None:
+    """Write the picture whole or not at all, on a disk or in a bucket."""
+    suffix = path.rsplit(".", 1)[-1].lower() if "." in os.path.basename(path) else "png"
+    kind = {"jpg": "JPEG", "jpeg": "JPEG", "webp": "WEBP"}.get(suffix, "PNG")
+    buffer = io.BytesIO()
+    picture.save(buffer, kind, **({"quality": 90} if kind == "JPEG" else {"optimize": True}))
+    if not location.is_url(path):
+        path = os.path.abspath(path)
+    atomic.write_atomic(path, buffer.getvalue(), durable=False)

@@ -1,0 +1,54 @@
+"""`shardkit preview` and `shardkit.preview`: which picture PATHS ask for, written whole, errors in one line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+import shardkit
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "shardkit.cli", "preview", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_the_cli_draws_augmentations_before_a_build_and_records_after_it(augmented: Path, tmp_path: Path) -> None:
+    before = _cli(str(augmented), "-c", str(augmented / "config.yaml"), "-o", str(tmp_path / "aug.png"), "-n", "2", "--copies", "2")
+    assert before.returncode == 0, before.stderr
+    assert before.stdout.startswith(f"wrote {tmp_path / 'aug.png'} (")
+    with Image.open(tmp_path / "aug.png") as picture:
+        assert picture.format == "PNG" and picture.width <= 2000
+
+    shardkit.build([augmented], tmp_path / "out", config=str(augmented / "config.yaml"), workers=1, progress=False)
+    after = _cli(str(tmp_path / "out"), "-o", str(tmp_path / "records.jpg"), "-n", "5", "--split", "val")
+    assert after.returncode == 0, after.stderr
+    with Image.open(tmp_path / "records.jpg") as picture:
+        assert picture.format == "JPEG"
+    assert not list(tmp_path.glob(".*incomplete*"))  # written whole
+
+
+def test_bad_input_is_the_builds_one_line_error(seg_copy: Path, tmp_path: Path) -> None:
+    line, first = next((n, t.split()[0]) for n, t in enumerate((seg_copy / "train_0.txt").read_text().splitlines(), 1) if t[:1] not in "#")
+    (seg_copy / first).unlink()
+    done = _cli(str(seg_copy), "-o", str(tmp_path / "x.png"))
+    assert done.returncode == 1
+    assert done.stderr.startswith("Error: ") and done.stderr.count("\n") == 1, done.stderr
+    assert f"train_0.txt:{line}: image: " in done.stderr and "file not found" in done.stderr
+    assert not (tmp_path / "x.png").exists()
+    labels = _cli(str(seg_copy), "--labels", "-o", str(tmp_path / "y.png"))
+    assert labels.returncode == 1 and labels.stderr.count("\n") == 1, labels.stderr
+
+
+def test_the_python_call_returns_a_pil_image_and_writes_only_when_asked(
+    seg_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    picture = shardkit.preview([str(seg_data)], count=2, copies=0)
+    assert isinstance(picture, Image.Image) and picture.mode == "RGB"
+    assert not list(tmp_path.iterdir())
+    shardkit.preview([seg_data], tmp_path / "sheet.png", count=1)
+    assert Image.open(tmp_path / "sheet.png").size[0] > 0
