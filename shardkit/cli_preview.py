@@ -14,9 +14,10 @@ from shardkit.cli_reporting import friendly_errors
 @click.option("-o", "--out", "picture", required=True, type=click.Path(dir_okay=False, path_type=str), help="The picture to write (.png).")
 @click.option("-c", "--config", type=PathOrURL(exists=True, dir_okay=False, path_type=str), help="The build's config (before a build).")
 @click.option("--from-folder", type=PathOrURL(exists=True, file_okay=False, path_type=str), help="An ImageFolder tree (before a build).")
-@click.option("--split", help="The split to show (default: all inputs before a build; the first split after).")
+@click.option("--split", help="The split to show (default: every split's inputs before a build; the first split after).")
+@click.option("--ignore", multiple=True, metavar="PATTERN", help="Skip index files whose name matches, as build does (repeatable).")
 @click.option("-n", "count", type=click.IntRange(min=1), help="Entries before a build (default 6), records after one (default 16).")
-@click.option("--copies", type=click.IntRange(min=0), default=4, show_default=True, help="Augmented copies drawn beside each original.")
+@click.option("--copies", type=click.IntRange(0, 16), default=4, show_default=True, help="Augmented copies drawn beside each original.")
 @click.option("--seed", type=int, default=0, show_default=True, help="The build's seed (the same pixels it writes), or the sample's.")
 @click.option("--labels", is_flag=True, help="Draw a built output's label balance: class counts per split, and their spread over shards.")
 @friendly_errors
@@ -26,6 +27,7 @@ def preview(
     config: str | None,
     from_folder: str | None,
     split: str | None,
+    ignore: tuple[str, ...],
     count: int | None,
     copies: int,
     seed: int,
@@ -42,6 +44,15 @@ def preview(
     from shardkit.api import preview as make_preview
 
     image = make_preview(
-        list(paths), picture, config=config, from_folder=from_folder, split=split, count=count, copies=copies, seed=seed, labels=labels
+        list(paths),
+        picture,
+        config=config,
+        from_folder=from_folder,
+        split=split,
+        ignore=ignore,
+        count=count,
+        copies=copies,
+        seed=seed,
+        labels=labels,
     )
     click.echo(f"wrote {picture} ({image.width}x{image.height})")

@@ -52,3 +52,38 @@ def test_the_python_call_returns_a_pil_image_and_writes_only_when_asked(
     assert not list(tmp_path.iterdir())
     shardkit.preview([seg_data], tmp_path / "sheet.png", count=1)
     assert Image.open(tmp_path / "sheet.png").size[0] > 0
+
+
+def test_index_files_named_one_by_one_are_inputs_and_split_filters(seg_data: Path) -> None:
+    from shardkit.view.augmentations import augmentation_records
+    from shardkit.view.preview import _are_shards
+
+    assert not _are_shards([str(seg_data / "train_0.txt")])
+    assert isinstance(shardkit.preview([str(seg_data / "train_0.txt")], count=1, copies=0), Image.Image)
+    shown = augmentation_records([seg_data], split="val", entries=3)
+    assert {e.split for e in shown.entries} == {"val"} and all(e.source.endswith("val.txt") for e in shown.entries)
+    with pytest.raises(shardkit.errors.ShardkitError, match=r"no split 'test' in the inputs \(they have train, val\)"):
+        augmentation_records([seg_data], split="test")
+    ignored = augmentation_records([seg_data], ignore=["train_1*"], entries=64)
+    assert not any(e.source.endswith("train_1.txt") for e in ignored.entries)
+
+
+def test_a_config_with_its_own_source_id_feature_previews(seg_data: Path, tmp_path: Path) -> None:
+    config = tmp_path / "sid.yaml"
+    config.write_text(
+        "features:\n  image: {kind: image, column: 0}\n  mask: {kind: mask, column: 1}\n  source_id: {kind: string, column: 0}\n"
+    )
+    assert shardkit.preview([str(seg_data / "val.txt")], config=str(config), count=1).width > 0
+
+
+def test_a_colour_coded_mask_is_numbered_by_colour() -> None:
+    import numpy as np
+
+    from shardkit.view import sheet
+
+    mask = np.zeros((2, 3, 3), np.uint8)
+    mask[0, 0] = (128, 0, 0)
+    mask[0, 1] = (0, 128, 0)
+    mask[1, 2] = (128, 128, 0)
+    assert sheet.as_classes(mask).tolist() == [[2, 1, 0], [0, 0, 3]]  # colours in order, black the background
+    assert sheet.classes_in([sheet.Tile(np.zeros((2, 3, 3), np.uint8), mask)]) == [1, 2, 3]

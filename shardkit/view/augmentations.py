@@ -32,8 +32,10 @@ from shardkit.pipeline.inputs import SplitInput, resolve_config, rows_by_split
 from shardkit.pipeline.plan_files import PlanSlice
 from shardkit.pipeline.tasks import BuildSettings, ShardTask
 from shardkit.view import sheet
+from shardkit.view.records import decode_mask, decode_picture
 
-MAX_COPIES = 1000  # the config's own limit on augment.copies
+MAX_COPIES = 16  # copies drawn beside an original: more would not fit a readable row
+MAX_ENTRIES = 64
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,6 +77,7 @@ def augmentation_records(
     entries: int = 6,
     copies: int = 4,
     seed: int = 0,
+    full: bool = True,
 ) -> AugmentationPreview:
     """``entries`` entries spread evenly over the inputs (in input order, splits one after the
     other, first and last included), each with its original record and ``copies`` augmented ones,
@@ -83,10 +86,18 @@ def augmentation_records(
         raise ShardkitError("give index files or folders, or --from-folder ROOT, but not both")
     if entries < 1:
         raise ShardkitError("-n must be at least 1")
+    if entries > MAX_ENTRIES:
+        raise ShardkitError(f"-n must be at most {MAX_ENTRIES} (a sheet of more is not a preview)")
     if not 0 <= copies <= MAX_COPIES:
         raise ShardkitError(f"--copies must be between 0 and {MAX_COPIES}")
-    splits, _ = rows_by_split(indexes, from_folder, split, ignore)
-    cfg = with_source_id(resolve_config(config, splits))
+    splits, _ = rows_by_split(indexes, from_folder, None, ignore)
+    if split is not None:  # the split to show, as the file names say (not the build's --split, which renames)
+        if split not in splits:
+            raise ShardkitError(f"no split {split!r} in the inputs (they have {', '.join(sorted(splits))})")
+        splits = {split: splits[split]}
+    cfg = resolve_config(config, splits)
+    if not any(spec.key == "source_id" for spec in cfg.features):  # a config's own source_id is kept (as --no-source-id)
+        cfg = with_source_id(cfg)
     if not any(spec.kind == "image" for spec in cfg.features):
         raise ShardkitError("the config has no image feature: there is nothing to preview")
     chosen, classes = _choose(splits, cfg, entries)
@@ -94,12 +105,21 @@ def augmentation_records(
         raise ShardkitError("the inputs hold no entries")
     cfg = with_classes(cfg, classes)
     augment = cfg.augment
-    shown = cfg if augment is None else dataclasses.replace(cfg, augment=dataclasses.replace(augment, copies=copies, keep_original=True))
+    shown = cfg if augment is None else _with_copies(cfg, copies)
     maker = RecordMaker(_task(shown, seed))
+    fallback = None if augment is None or copies <= augment.copies else RecordMaker(_task(_with_copies(cfg, augment.copies), seed))
     previewed = []
     for split_name, row in chosen:
         entry = to_entry(row, cfg, splits[split_name].sources[_position(splits[split_name], row)].folder)
-        previewed.append(PreviewEntry(split_name, entry.source, entry.line, entry.identity, _records(maker, entry, shown)))
+        try:
+            records = _records(maker, entry, shown, full)
+        except EntryError:
+            if fallback is None:
+                raise
+            # a copy beyond those the build makes failed (a random transform's impossible draw):
+            # what the build writes is still shown
+            records = _records(fallback, entry, shown, full)
+        previewed.append(PreviewEntry(split_name, entry.source, entry.line, entry.identity, records))
     return AugmentationPreview(
         config=cfg,
         entries=tuple(previewed),
@@ -123,7 +143,7 @@ def augmentation_sheet(
 ) -> Image.Image:
     """The contact sheet of ``augmentation_records``: one row per entry, the original then its copies."""
     preview = augmentation_records(
-        indexes, config=config, from_folder=from_folder, split=split, ignore=ignore, entries=entries, copies=copies, seed=seed
+        indexes, config=config, from_folder=from_folder, split=split, ignore=ignore, entries=entries, copies=copies, seed=seed, full=False
     )
     return sheet.render(sheet_rows(preview), title=title(preview))
 
@@ -198,6 +218,11 @@ def _choose(splits: dict[str, SplitInput], cfg: Config, count: int) -> tuple[lis
     return [*picks, last], classes
 
 
+def _with_copies(cfg: Config, copies: int) -> Config:
+    assert cfg.augment is not None
+    return dataclasses.replace(cfg, augment=dataclasses.replace(cfg.augment, copies=copies, keep_original=True))
+
+
 def _position(split_input: SplitInput, row: Row) -> int:
     return next(i for i, s in enumerate(split_input.sources) if s.path == row.source)
 
@@ -209,16 +234,19 @@ def _task(cfg: Config, seed: int) -> ShardTask:
     return ShardTask("preview", 0, 1, PlanSlice("", 0, 0, 0), (), settings)
 
 
-def _records(maker: RecordMaker, entry: Entry, cfg: Config) -> tuple[Record, ...]:
+def _records(maker: RecordMaker, entry: Entry, cfg: Config, full: bool) -> tuple[Record, ...]:
     try:
         data = maker.records_for(entry)
     except image_codec.ImageProblem as exc:  # as a build's worker reports it
         raise EntryError(entry.source, entry.line, str(exc)) from None
-    kinds = {spec.key: spec.kind for spec in cfg.features if spec.is_image}
+    kinds: dict[str, str] = {spec.key: spec.kind for spec in cfg.features if spec.is_image}
     out = []
     for copy, record in zip(maker.copies, data, strict=True):
         features: dict[str, tuple[str, list[Any]]] = {key: (dtype, list(values)) for key, (dtype, values) in decode_example(record).items()}
-        pixels = {key: _pixels(features[key][1][0], kind == "mask") for key, kind in kinds.items()}
+        if full:  # the stored pixels, exactly (what a test compares with the build)
+            pixels = {key: _pixels(features[key][1][0], kind == "mask") for key, kind in kinds.items()}
+        else:
+            pixels = _thumbnails(features, kinds)
         out.append(Record(copy, record, features, pixels))
     return tuple(out)
 
@@ -231,6 +259,27 @@ def _pixels(data: bytes, mask: bool) -> np.ndarray:
         if im.mode not in ("L", "RGB", "RGBA"):  # raw files keep their own mode
             return np.asarray(im.convert("RGBA" if "transparency" in im.info or "A" in im.mode else "RGB"))
         return np.asarray(im)
+
+
+def _thumbnails(features: dict[str, tuple[str, list[Any]]], kinds: dict[str, str]) -> dict[str, np.ndarray]:
+    """Images decoded as thumbnails (JPEG at a fraction of its size at once), masks shrunk alike
+    by nearest neighbour: a sheet of 12-megapixel photos costs thumbnails, not full decodes."""
+    out: dict[str, np.ndarray] = {}
+    first = next((key for key, kind in kinds.items() if kind != "mask"), None)
+    size = shown = None
+    if first is not None:
+        out[first], size = decode_picture(features[first][1][0])
+        shown = (int(out[first].shape[1]), int(out[first].shape[0]))
+    for key, kind in kinds.items():
+        if key == first:
+            continue
+        data = features[key][1][0]
+        if kind == "mask" and size is not None and shown is not None:
+            mask = decode_mask(data, size, shown)
+            out[key] = mask if mask is not None else _pixels(data, True)
+        else:
+            out[key] = decode_picture(data)[0]
+    return out
 
 
 def _labels(cfg: Config, record: Record) -> list[str]:

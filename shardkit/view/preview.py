@@ -32,6 +32,7 @@ def preview(
     config: Config | str | Path | None = None,
     from_folder: str | Path | None = None,
     split: str | None = None,
+    ignore: Sequence[str] = (),
     count: int | None = None,
     copies: int = 4,
     seed: int = 0,
@@ -40,10 +41,11 @@ def preview(
     """A contact sheet of ``paths`` as a PIL image (notebooks show it inline), also written to
     ``out`` when given (PNG, or the format its extension names).
 
-    Before a build (index files, or ``from_folder``): ``count`` entries (6) spread over the inputs,
-    each as the original and ``copies`` augmented copies: for a given ``seed``, the pixels the build
-    writes. After one (an output, TFRecord files): ``count`` records (16) sampled with ``seed``, or
-    with ``labels`` the class counts per split and their spread over shards.
+    Before a build (index files, or ``from_folder``): ``count`` entries (6, at most 64) spread over
+    the inputs (of ``split``, when given; ``ignore`` as the build's), each as the original and
+    ``copies`` (at most 16) augmented copies: for a given ``seed``, the pixels the build writes.
+    After one (an output, TFRecord files): ``count`` records (16) sampled with ``seed``, or with
+    ``labels`` the class counts per split and their spread over shards.
     """
     names = [os.fspath(p) for p in paths]
     if count is not None and count < 1:
@@ -57,7 +59,7 @@ def preview(
 
         folder = None if from_folder is None else os.fspath(from_folder)
         picture = augmentation_sheet(
-            names, config=config, from_folder=folder, split=split, entries=count or ENTRIES, copies=copies, seed=seed
+            names, config=config, from_folder=folder, split=split, ignore=ignore, entries=count or ENTRIES, copies=copies, seed=seed
         )
     else:
         from shardkit.view.records import record_sheet
@@ -68,13 +70,20 @@ def preview(
     return picture
 
 
+INDEX_SUFFIXES = (".txt", ".csv", ".tsv", ".jsonl")
+
+
 def _are_shards(paths: Sequence[str]) -> bool:
-    """Whether ``paths`` name shards (an output, TFRecord files): what ``inspect`` would take."""
-    if not paths:
+    """Whether ``paths`` name shards (an output, TFRecord files) rather than inputs: index files
+    by their suffix are inputs; the rest are shards when ``inspect`` would take them all. An
+    output whose manifest is damaged is shards, and its error is raised, not taken for inputs."""
+    if not paths or any(p.rstrip("/").endswith(INDEX_SUFFIXES) for p in paths):
         return False
     try:
         outputs.expand(paths)
     except ShardkitError:
+        if any(location.exists(location.join(p, "manifest.json")) for p in paths if "*" not in p and "?" not in p):
+            raise
         return False
     return True
 

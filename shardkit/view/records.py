@@ -298,9 +298,14 @@ def decode_mask(data: bytes, size: tuple[int, int], shown: tuple[int, int]) -> n
     """A mask's class values at the image's shown size (nearest neighbour: values stay values);
     None when it is not a single-channel mask of the image's ``size``."""
     info = image_codec.probe(data)
-    if (info.width, info.height) != size or info.mode not in ("L", "P", "1", "I;16", "I"):
+    if (info.width, info.height) != size or info.mode not in ("L", "P", "1", "I;16", "I", "RGB", "RGBA"):
         return None
-    values = image_codec.decode(data, "L", class_values=True) if info.mode in ("L", "P", "1") else image_codec.decode(data, info.mode)
+    if info.mode in ("RGB", "RGBA"):  # a colour-coded mask: the sheet numbers its colours
+        values = image_codec.decode(data, "RGB")
+    elif info.mode in ("L", "P", "1"):
+        values = image_codec.decode(data, "L", class_values=True)
+    else:
+        values = image_codec.decode(data, info.mode)
     if shown == size:
         return values
     return np.asarray(Image.fromarray(values).resize(shown, Image.Resampling.NEAREST))

@@ -63,12 +63,28 @@ def rgb(image: np.ndarray) -> np.ndarray:
     return array[:, :, :3]
 
 
+def as_classes(mask: np.ndarray) -> np.ndarray:
+    """A mask as one class value per pixel: grey or palette values as they are; a colour-coded
+    mask (RGB, RGBA, as CamVid's) numbered by colour, black 0 (background), the others 1, 2, ...
+    in the order of their colour values."""
+    values = np.asarray(mask)
+    if values.ndim == 3 and values.shape[2] == 1:
+        return values[:, :, 0]
+    if values.ndim == 3:
+        colours, index = np.unique(values.reshape(-1, values.shape[2]), axis=0, return_inverse=True)
+        black = np.flatnonzero(~colours.any(axis=1))
+        numbers = np.arange(1, len(colours) + 1)
+        if len(black):
+            numbers[black[0] :] -= 1
+            numbers[black[0]] = 0
+        return numbers[index.reshape(values.shape[:2])]
+    return values
+
+
 def overlay(image: np.ndarray, mask: np.ndarray, alpha: float = OVERLAY_ALPHA) -> np.ndarray:
     """``image`` with each non-zero class value of ``mask`` blended in its colour."""
     base = rgb(image).astype(np.float32)
-    values = np.asarray(mask)
-    if values.ndim == 3:
-        values = values[:, :, 0]
+    values = as_classes(mask)
     if values.shape != base.shape[:2]:
         raise ValueError(f"mask {values.shape} and image {base.shape[:2]} differ in size")
     for value in np.unique(values):
@@ -84,7 +100,7 @@ def classes_in(tiles: Sequence[Tile]) -> list[int]:
     found: set[int] = set()
     for tile in tiles:
         if tile.mask is not None:
-            found.update(int(v) for v in np.unique(tile.mask) if v != 0)
+            found.update(int(v) for v in np.unique(as_classes(tile.mask)) if v != 0)
     return sorted(found)
 
 
@@ -160,10 +176,11 @@ def _picture(tile: Tile, height: int) -> Image.Image:
     if image.height != height:
         size = (_scaled_width((image.height, image.width), height), height)
         image = image.resize(size, Image.Resampling.BOX if image.height > height else Image.Resampling.NEAREST)
-        if mask is not None:
-            values = np.asarray(mask)
-            values = values[:, :, 0] if values.ndim == 3 else values
-            mask = np.asarray(Image.fromarray(np.ascontiguousarray(values)).resize(size, Image.Resampling.NEAREST))
+        if mask is not None:  # nearest neighbour by index: any dtype, class values kept
+            values = as_classes(mask)
+            rows = np.arange(size[1]) * values.shape[0] // size[1]
+            cols = np.arange(size[0]) * values.shape[1] // size[0]
+            mask = values[rows][:, cols]
     if mask is None:
         return image
     return Image.fromarray(overlay(np.asarray(image), mask), "RGB")
