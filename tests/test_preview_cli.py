@@ -76,7 +76,7 @@ def test_a_config_with_its_own_source_id_feature_previews(seg_data: Path, tmp_pa
     assert shardkit.preview([str(seg_data / "val.txt")], config=str(config), count=1).width > 0
 
 
-def test_a_colour_coded_mask_is_numbered_by_colour() -> None:
+def test_a_colour_coded_mask_is_drawn_in_its_own_colours_on_every_tile() -> None:
     import numpy as np
 
     from shardkit.view import sheet
@@ -85,5 +85,10 @@ def test_a_colour_coded_mask_is_numbered_by_colour() -> None:
     mask[0, 0] = (128, 0, 0)
     mask[0, 1] = (0, 128, 0)
     mask[1, 2] = (128, 128, 0)
-    assert sheet.as_classes(mask).tolist() == [[2, 1, 0], [0, 0, 3]]  # colours in order, black the background
-    assert sheet.classes_in([sheet.Tile(np.zeros((2, 3, 3), np.uint8), mask)]) == [1, 2, 3]
+    classes = sheet.as_classes(mask)
+    assert classes[1, 0] == 0  # black: the background
+    assert [sheet.colour(int(v)) for v in (classes[0, 0], classes[0, 1], classes[1, 2])] == [(128, 0, 0), (0, 128, 0), (128, 128, 0)]
+    other = np.zeros((2, 3, 3), np.uint8)
+    other[1, 1] = (128, 128, 0)  # a tile without the other colours: the same class value
+    assert sheet.as_classes(other)[1, 1] == classes[1, 2]
+    assert len(sheet.classes_in([sheet.Tile(np.zeros((2, 3, 3), np.uint8), mask), sheet.Tile(np.zeros((2, 3, 3), np.uint8), other)])) == 3

@@ -21,6 +21,7 @@ MAX_WIDTH = 2000
 TILE_HEIGHT = 160  # the tallest a tile is drawn; smaller when the widest row would not fit
 MIN_TILE_HEIGHT = 80  # smaller images are enlarged (nearest neighbour), so that they and their captions can be read
 OVERLAY_ALPHA = 0.45
+COLOUR_CODED = 1 << 24  # marks a class that is an RGB mask's colour (see as_classes)
 
 # Distinct, readable colours (the first of Kelly's 22), then a golden-angle walk for more classes.
 _PALETTE = [
@@ -41,7 +42,9 @@ class Tile:
 
 
 def colour(value: int) -> tuple[int, int, int]:
-    """The colour of mask class ``value`` (>= 1) on every sheet."""
+    """The colour of mask class ``value`` (>= 1) on every sheet; a colour-coded mask's own colour."""
+    if value >= COLOUR_CODED:
+        return (value >> 16) & 255, (value >> 8) & 255, value & 255
     if value <= len(_PALETTE):
         return _PALETTE[value - 1]
     hue = (value * 137.508) % 360  # golden angle: neighbours far apart
@@ -65,19 +68,15 @@ def rgb(image: np.ndarray) -> np.ndarray:
 
 def as_classes(mask: np.ndarray) -> np.ndarray:
     """A mask as one class value per pixel: grey or palette values as they are; a colour-coded
-    mask (RGB, RGBA, as CamVid's) numbered by colour, black 0 (background), the others 1, 2, ...
-    in the order of their colour values."""
+    mask (RGB, RGBA, as CamVid's) as its colours, each marked ``COLOUR_CODED``, so that every tile
+    draws a class in the mask's own colour (black stays 0, the background)."""
     values = np.asarray(mask)
-    if values.ndim == 3 and values.shape[2] == 1:
+    if values.ndim == 3 and values.shape[2] < 3:
         return values[:, :, 0]
     if values.ndim == 3:
-        colours, index = np.unique(values.reshape(-1, values.shape[2]), axis=0, return_inverse=True)
-        black = np.flatnonzero(~colours.any(axis=1))
-        numbers = np.arange(1, len(colours) + 1)
-        if len(black):
-            numbers[black[0] :] -= 1
-            numbers[black[0]] = 0
-        return numbers[index.reshape(values.shape[:2])]
+        channels = values[:, :, :3].astype(np.int64)
+        packed = (channels[:, :, 0] << 16) | (channels[:, :, 1] << 8) | channels[:, :, 2]
+        return np.where(packed == 0, 0, packed | COLOUR_CODED)
     return values
 
 
@@ -151,7 +150,7 @@ def render(
     if classes:
         x = GAP
         for value in classes:
-            name = (legend or {}).get(value, str(value))
+            name = (legend or {}).get(value) or (f"#{value & 0xFFFFFF:06x}" if value >= COLOUR_CODED else str(value))
             draw.rectangle((x, y + 1, x + 9, y + 10), fill=colour(value), outline=INK)
             draw.text((x + 13, y), name, fill=INK, font=font)
             x += 13 + int(draw.textlength(name, font=font)) + 12
