@@ -93,8 +93,6 @@ def write_idx_files(paths: Sequence[str], workers: int = 1, compression: str = "
                 return pool.starmap(write_index, [(p, compression) for p in paths], chunksize=1)
             finally:
                 stop_pool(pool)
-                for scheme in {location.scheme(p) for p in paths} - {None}:
-                    location.forget_listings(f"{scheme}://")  # else this process's cached listings hide the workers' uploads
         return [write_index(p, compression) for p in paths]
     except KeyboardInterrupt as exc:
         for path in (p for p in paths if not location.is_url(p)):  # a worker stopped inside its atomic write leaves the temp file

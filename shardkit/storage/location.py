@@ -266,11 +266,3 @@ def bucket_exists(url: str) -> bool:
         except FileNotFoundError:
             return False
     return True
-
-
-def forget_listings(url: str) -> None:
-    """Drop this process's cached listings of ``url``'s store, so that objects other processes
-    wrote since (a pool's workers) are seen: fsspec answers ``info`` from a listing it holds."""
-    if is_url(url):
-        fs, _ = filesystem(url)
-        fs.invalidate_cache()
