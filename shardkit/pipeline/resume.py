@@ -119,10 +119,10 @@ def owned_files(out_dir: str) -> list[str]:
 def finished_shards(out_dir: str, tasks: Sequence[ShardTask], fingerprint: str) -> dict[str, ShardResult]:
     """Shards of ``tasks`` whose record matches this build and whose file has the recorded size;
     the files of the others (a shard without its record, a stale record) are removed."""
-    done, missing = committed(out_dir, [t.name for t in tasks], fingerprint)
+    present = location.sizes(out_dir)  # one listing of OUT, for the check and the clean-up: a bucket pages through it
+    done, missing = _sorted_out(out_dir, [t.name for t in tasks], fingerprint, present)
     if not missing:
         return done
-    present = set(location.listdir(out_dir))  # one listing each: a bucket answers a request per delete
     recorded = set(location.listdir(location.join(layout.state_dir(out_dir), "shards")))
     for name in missing:
         for stale in (name, name + INDEX_SUFFIX):
@@ -152,8 +152,12 @@ def planned_names(state: dict[str, Any]) -> list[str]:
 
 def committed(out_dir: str, names: Sequence[str], fingerprint: str) -> tuple[dict[str, ShardResult], list[str]]:
     """(finished shards, names not finished yet) among ``names``; reads records, deletes nothing."""
+    return _sorted_out(out_dir, names, fingerprint, location.sizes(out_dir))
+
+
+def _sorted_out(out_dir: str, names: Sequence[str], fingerprint: str, present: dict[str, int]) -> tuple[dict[str, ShardResult], list[str]]:
+    """``committed``, given OUT's listing (name -> bytes)."""
     records = manifest.load_shard_records(out_dir)
-    present = location.sizes(out_dir)  # one listing, also in a bucket
     done: dict[str, ShardResult] = {}
     missing = []
     for name in names:
