@@ -1,4 +1,4 @@
-"""Pillow decode and encode, and the rule for passing original bytes through untouched.
+"""Pillow decode and encode (with ``fast_decode`` for common files), and the rule for passing original bytes through untouched.
 
 Original file bytes are stored as they are whenever nothing changes the pixels and the file is
 already in the target format: re-encoding a JPEG only loses quality and costs time.
@@ -12,6 +12,8 @@ import struct
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
+
+from shardkit.formats import fast_decode
 
 # Image modes shardkit stores, per feature kind, for each mode a file may come in with.
 # Palette masks keep their indices (TensorFlow's decode_png would expand a palette to RGB).
@@ -114,12 +116,18 @@ def can_pass_through(info: ImageInfo, encoding: str, target_mode: str) -> bool:
     return info.format == _FORMAT[encoding] and info.mode == target_mode
 
 
-def decode(data: bytes, mode: str, class_values: bool = False) -> np.ndarray:
-    """Decode fully to an HxW (one channel) or HxWxC array in ``mode``.
+def decode(data: bytes, mode: str, class_values: bool = False, info: ImageInfo | None = None, scale: int = 1) -> np.ndarray:
+    """Decode to an HxW (one channel) or HxWxC array in ``mode``.
 
     ``class_values`` (masks) keeps a palette image's indices and a 1-bit image's 0/1 as they are,
-    where a colour conversion would turn them into grey levels.
+    where a colour conversion would turn them into grey levels. ``scale`` (2, 4 or 8) asks a JPEG
+    for 1/``scale`` of its size where ``fast_decode`` can (check the result's shape): what that
+    costs in fidelity is ``pipeline.reduced_decode``'s business. ``info`` saves probing again.
     """
+    info = info if info is not None else probe(data)
+    fast = fast_decode.jpeg(data, info, mode, scale) if info.format == "JPEG" else fast_decode.png(data, info, mode)
+    if fast is not None:
+        return fast
     try:
         with Image.open(io.BytesIO(data)) as im:
             im.load()
