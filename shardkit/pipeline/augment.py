@@ -1,4 +1,4 @@
-"""Augmentation with albumentations: the only module that imports it (and, through it, OpenCV).
+"""Augmentation with albumentations: with ``reduced_decode``, the only modules that import it.
 
 Pipelines travel as albumentations' own serialized dicts (``A.to_dict`` / ``A.from_dict``), so any
 transform albumentations knows works, and a task stays a small picklable value; each worker builds
@@ -59,9 +59,19 @@ def _short(exc: BaseException) -> str:
 class Augmenter:
     """A built pipeline applied to one input's images and masks together, seeded per record."""
 
-    def __init__(self, pipeline: Mapping[str, Any], image_keys: Sequence[str], mask_keys: Sequence[str]) -> None:
+    def __init__(self, pipeline: Mapping[str, Any], image_keys: Sequence[str], mask_keys: Sequence[str], decode: str = "exact") -> None:
+        """``decode="reduced"``: when the pipeline begins with a deterministic downscale, that first
+        transform is ``self.downscale`` (``pipeline.reduced_decode``), for the caller to apply to each
+        array (shrunk at decode where it can) before calling this, which runs the rest."""
         import albumentations as A
 
+        from shardkit.pipeline.reduced_decode import Downscale, split_leading_downscale
+
+        self.downscale: Downscale | None = None
+        split = split_leading_downscale(pipeline) if decode == "reduced" else None
+        if split is not None:
+            leading, pipeline = split
+            self.downscale = Downscale(leading)
         compose = A.from_dict(dict(pipeline))
         if not isinstance(compose, A.BaseCompose):
             compose = A.Compose([compose])

@@ -10,6 +10,7 @@ albumentations pipeline::
     augment:
       copies: 2                     # augmented records per input
       keep_original: true           # plus the input itself, unaugmented
+      decode: reduced               # or exact: never decode a JPEG shrunk (see reduced_decode)
       pipeline:                     # albumentations' own serialization (A.to_dict), or a list of transforms
         - {__class_fullname__: HorizontalFlip, p: 0.5}
 """
@@ -28,6 +29,7 @@ from shardkit.storage import location
 
 Kind = Literal["image", "mask", "int64", "float", "bytes", "string", "class_name"]
 Encoding = Literal["jpeg", "png", "raw"]
+Decode = Literal["reduced", "exact"]
 KINDS: tuple[str, ...] = get_args(Kind)
 ENCODINGS: tuple[str, ...] = get_args(Encoding)
 IMAGE_KINDS = ("image", "mask")
@@ -66,6 +68,9 @@ class AugmentSpec:
     pipeline: Mapping[str, Any] = dataclasses.field(hash=False)
     copies: int = 1
     keep_original: bool = False
+    # "reduced": a pipeline that begins by shrinking decodes JPEGs shrunk (pipeline.reduced_decode);
+    # "exact": every image is decoded whole, as albumentations alone would see it.
+    decode: Decode = "reduced"
 
     @property
     def records_per_entry(self) -> int:
@@ -105,6 +110,7 @@ class Config:
             out["augment"] = {
                 "copies": self.augment.copies,
                 "keep_original": self.augment.keep_original,
+                "decode": self.augment.decode,
                 "pipeline": dict(self.augment.pipeline),
             }
         return out
@@ -112,7 +118,7 @@ class Config:
 
 _TOP_KEYS = ("columns", "features", "augment", "snapshot")
 _FEATURE_KEYS = ("kind", "column", "encoding", "quality", "channels", "classes")
-_AUGMENT_KEYS = ("copies", "keep_original", "pipeline")
+_AUGMENT_KEYS = ("copies", "keep_original", "decode", "pipeline")
 
 
 def _require_mapping(value: object, path: str, source: str | None) -> Mapping[str, Any]:
@@ -185,7 +191,7 @@ def _parse_feature(key: str, raw: object, source: str | None) -> FeatureSpec:
 
 
 def _parse_augment(raw: object, features: tuple[FeatureSpec, ...], source: str | None) -> AugmentSpec:
-    from shardkit.pipeline import augment  # the only module that imports albumentations
+    from shardkit.pipeline import augment  # imports albumentations
 
     spec = _require_mapping(raw, "augment", source)
     _reject_unknown(spec, _AUGMENT_KEYS, "augment", source)
@@ -193,6 +199,9 @@ def _parse_augment(raw: object, features: tuple[FeatureSpec, ...], source: str |
     keep_original = spec.get("keep_original", False)
     if not isinstance(keep_original, bool):
         raise ConfigError("augment.keep_original", f"expected true or false, got {keep_original!r}", source)
+    decode = spec.get("decode", "reduced")
+    if decode not in get_args(Decode):
+        raise ConfigError("augment.decode", f"expected reduced or exact, got {decode!r}", source)
     if copies == 0 and not keep_original:
         raise ConfigError("augment.copies", "copies: 0 without keep_original: true would write no records", source)
     if "pipeline" not in spec:
@@ -211,7 +220,7 @@ def _parse_augment(raw: object, features: tuple[FeatureSpec, ...], source: str |
                 "raw keeps the original bytes, but augmented copies have new pixels: use jpeg or png",
                 source,
             )
-    return AugmentSpec(pipeline=pipeline, copies=copies, keep_original=keep_original)
+    return AugmentSpec(pipeline=pipeline, copies=copies, keep_original=keep_original, decode=cast(Decode, decode))
 
 
 def parse_config(raw: object, source: str | None = None) -> Config:

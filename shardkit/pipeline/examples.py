@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shardkit.formats import image_codec
 from shardkit.formats.example_proto import FeatureValue, encode_example
@@ -17,6 +17,9 @@ from shardkit.pipeline.entries import Entry
 from shardkit.pipeline.fetch import Fetcher
 from shardkit.pipeline.plan import record_seed
 from shardkit.pipeline.tasks import ShardTask
+
+if TYPE_CHECKING:
+    from shardkit.pipeline.reduced_decode import Downscale
 
 MAX_LABEL_VALUES = 64  # an int64 feature with more distinct values than this is not counted as a label
 
@@ -65,6 +68,7 @@ class _Loaded:
         self.infos: dict[str, image_codec.ImageInfo] = {}
         self.modes: dict[str, str] = {}
         self._arrays: dict[str, Any] = {}
+        self._downscaled: dict[str, Any] = {}
         for i, spec in files:
             path = entry.values[i]
             key = spec.key
@@ -85,10 +89,28 @@ class _Loaded:
                         f"mask {spec.key!r} is {mask.width}x{mask.height} but image {first_image!r} is {img.width}x{img.height}"
                     )
 
+    def downscaled(self, spec: FeatureSpec, downscale: Downscale) -> Any:
+        """The array with the pipeline's leading downscale applied: a JPEG image decoded shrunk
+        where that keeps enough pixels, anything else decoded whole; once per input, for every copy."""
+        if spec.key not in self._downscaled:
+            info = self.infos[spec.key]
+            scale = downscale.decode_scale(info) if spec.kind == "image" else 1
+            if scale > 1:
+                with _naming(spec.key, self.paths[spec.key]):
+                    array = image_codec.decode(self.files[spec.key], self.modes[spec.key], info=info, scale=scale)
+                if array.shape[:2] != (info.height, info.width):
+                    self._downscaled[spec.key] = downscale.from_reduced(array, info.height, info.width)
+                    return self._downscaled[spec.key]
+                self._arrays[spec.key] = array  # decoded whole after all (a file the fast decoder declined)
+            full = self.array(spec)
+            self._downscaled[spec.key] = downscale.image(full) if spec.kind == "image" else downscale.mask(full)
+        return self._downscaled[spec.key]
+
     def array(self, spec: FeatureSpec) -> Any:
         if spec.key not in self._arrays:
             with _naming(spec.key, self.paths[spec.key]):
-                self._arrays[spec.key] = image_codec.decode(self.files[spec.key], self.modes[spec.key], spec.kind == "mask")
+                data, mode = self.files[spec.key], self.modes[spec.key]
+                self._arrays[spec.key] = image_codec.decode(data, mode, spec.kind == "mask", info=self.infos[spec.key])
         return self._arrays[spec.key]
 
 
@@ -119,6 +141,7 @@ class RecordMaker:
                 self.config.augment.pipeline,
                 [f.key for f in self.config.features if f.kind == "image"],
                 [f.key for f in self.config.features if f.kind == "mask"],
+                self.config.augment.decode,
             )
         self.stats = _Stats(self.config)
         # What every record needs, worked out once a shard rather than once a record.
@@ -152,7 +175,12 @@ class RecordMaker:
             out.append(self._example(loaded, None))
         if augment is not None and self.augmenter is not None:
             for copy in range(augment.copies):
-                arrays = {f.key: loaded.array(f) for f in self.config.features if f.is_image}
+                downscale = self.augmenter.downscale
+                images = [f for f in self.config.features if f.is_image]
+                if downscale is not None:
+                    arrays = {f.key: loaded.downscaled(f, downscale) for f in images}
+                else:
+                    arrays = {f.key: loaded.array(f) for f in images}
                 try:
                     augmented = self.augmenter(arrays, record_seed(self.seed, entry.identity, copy))
                 except Exception as exc:  # albumentations raises many types for impossible params
