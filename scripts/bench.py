@@ -8,6 +8,10 @@
                each writing its own TFRecord with tf.io.TFRecordWriter (and importing TensorFlow)
 (c) shardkit:  `shardkit.build` with the same augmentation
 (d) pass-through: shardkit with the raw config (no decode) against `cp` of the same files
+--large-photos: 12-megapixel JPEGs (scikit-image's photos enlarged, with noise, q90) and masks, pipeline
+               SmallestMaxSize(512) + flip + brightness, JPEG q90 out, images alone and with masks: (a) the
+               full-decode floor in bare worker processes, (a') a bare loop decoding at half scale, shardkit
+               with reduced decoding (the default) and with `decode: exact`; PSNR of reduced against exact
 --scaling:      the augmented build at 1, 2, 4, ... local pool workers, and through a real `dask scheduler`
                and 2 single-threaded `dask worker` processes on 127.0.0.1 (as started by default, with
                Dask's profiler kept sampling during shardkit tasks, started with the profiler off, and
@@ -131,6 +135,142 @@ def run_floor(root: Path, workers: int) -> tuple[int, float]:
     with get_context("fork").Pool(workers, initializer=_floor_init) as pool:
         done = sum(pool.starmap(_floor_chunk, [(str(root), chunk, i * 1000) for i, chunk in enumerate(chunks)], chunksize=1))
     return done, time.perf_counter() - started
+
+
+# ----------------------------------------------------------------------------- large photos
+LARGE_PIPELINE = [
+    {"__class_fullname__": "SmallestMaxSize", "max_size": 512, "p": 1.0},
+    {"__class_fullname__": "HorizontalFlip", "p": 0.5},
+    {"__class_fullname__": "RandomBrightnessContrast", "contrast_limit": 0.0, "p": 0.8},
+]
+LARGE_QUALITY = 90
+
+
+def _large_chunk(root: str, rows: list[list[str]], seed: int, reduced: bool) -> int:
+    """(a) Pillow decodes whole, the whole pipeline, encode; or (a') simplejpeg at half scale, the
+    rest of the pipeline after a resize to the same size (masks whole, as they must be). Bytes dropped."""
+    import io
+
+    import albumentations as A
+    import cv2
+    import simplejpeg
+
+    compose = A.from_dict({"transform": {"__class_fullname__": "Compose", "transforms": LARGE_PIPELINE[1 if reduced else 0 :]}})
+    for i, row in enumerate(rows):
+        arrays: dict[str, np.ndarray] = {}
+        if reduced:
+            data = Path(root, row[0]).read_bytes()
+            height, width = simplejpeg.decode_jpeg_header(data)[:2]
+            scale = 512 / min(height, width)
+            size = (max(1, round(width * scale)), max(1, round(height * scale)))
+            half = simplejpeg.decode_jpeg(data, min_height=-(-height // 2), min_width=-(-width // 2))
+            arrays["image"] = cv2.resize(half, size, interpolation=cv2.INTER_LINEAR)
+            if len(row) > 1:
+                mask = cv2.imdecode(np.fromfile(os.path.join(root, row[1]), np.uint8), cv2.IMREAD_UNCHANGED)
+                arrays["mask"] = cv2.resize(mask, size, interpolation=cv2.INTER_NEAREST)
+        else:
+            arrays["image"] = np.asarray(Image.open(os.path.join(root, row[0])).convert("RGB"))
+            if len(row) > 1:
+                arrays["mask"] = np.asarray(Image.open(os.path.join(root, row[1])))
+        compose.set_random_seed(seed + i)
+        out = compose(**arrays)
+        Image.fromarray(out["image"]).save(io.BytesIO(), format="JPEG", quality=LARGE_QUALITY)
+        if "mask" in out:
+            Image.fromarray(out["mask"]).save(io.BytesIO(), format="PNG", compress_level=1)
+    return len(rows)
+
+
+def run_large_bare(root: Path, workers: int, masks: bool, reduced: bool) -> tuple[int, float]:
+    rows = [line.split()[: 2 if masks else 1] for line in (root / "train.txt").read_text().splitlines() if line.strip()]
+    chunks = [rows[i : i + 8] for i in range(0, len(rows), 8)]
+    started = time.perf_counter()
+    with get_context("fork").Pool(workers, initializer=_floor_init) as pool:
+        args = [(str(root), chunk, i * 1000, reduced) for i, chunk in enumerate(chunks)]
+        done = sum(pool.starmap(_large_chunk, args, chunksize=1))
+    return done, time.perf_counter() - started
+
+
+def run_large_shardkit(root: Path, out: Path, workers: int, masks: bool, decode: str, encoding: str = "jpeg") -> tuple[int, float]:
+    import shardkit
+    from shardkit.pipeline.config import parse_config
+
+    features: dict[str, Any] = {"image": {"kind": "image", "column": 0, "encoding": encoding, "quality": LARGE_QUALITY}}
+    if masks:
+        features["mask"] = {"kind": "mask", "column": 1}
+    config = parse_config({"features": features, "augment": {"copies": 1, "decode": decode, "pipeline": LARGE_PIPELINE}})
+    index = root / "train.txt" if masks else root / "alone" / "train.txt"
+    shutil.rmtree(out, ignore_errors=True)
+    started = time.perf_counter()
+    result = shardkit.build([index], out, config=config, workers=workers, progress=False, seed=5, records_per_shard=16)
+    return result.records, time.perf_counter() - started
+
+
+def fidelity(reduced: Path, exact: Path) -> tuple[float, float, bool]:
+    """(lowest, median) PSNR of the reduced build's images against the exact build's, and whether every mask is identical."""
+    import io
+
+    from shardkit.reader import ShardReader
+
+    def records(out: Path) -> list[dict[str, Any]]:
+        return [dict(r) for r in ShardReader(str(out), split="train")]
+
+    values, same = [], True
+    for r, e in zip(records(reduced), records(exact), strict=True):
+        a, b = (np.asarray(Image.open(io.BytesIO(x["image"])), dtype=np.float64) for x in (r, e))
+        values.append(10 * np.log10(255.0**2 / max(float(np.mean((a - b) ** 2)), 1e-12)))
+        if "mask" in r:
+            same = same and np.array_equal(*(np.asarray(Image.open(io.BytesIO(x["mask"]))) for x in (r, e)))
+    return min(values), statistics.median(values), same
+
+
+def large_photos(data: Path, scratch: Path, count: int, workers: int, repeat: int) -> None:
+    from shardkit import demo
+
+    root = data / f"photos-{count}"
+    if not (root / f".complete-{count}").exists():
+        t0 = time.perf_counter()
+        demo.make_photos(root, count)
+        (root / "alone").mkdir(exist_ok=True)  # the same photos without masks: a split of its own, also named train
+        (root / "alone" / "train.txt").write_text(
+            "".join(f"../{line.split()[0]}\n" for line in (root / "train.txt").read_text().splitlines())
+        )
+        (root / f".complete-{count}").write_text("ok")
+        print(f"made {count} photos in {time.perf_counter() - t0:.0f}s")
+    for module in ("albumentations", "cv2", "simplejpeg", "shardkit.pipeline.augment", "shardkit.pipeline.reduced_decode"):
+        __import__(module)  # forked workers start with them, as a long build's workers have them: imports are not timed
+    sizes = [p.stat().st_size for p in (root / "images").glob("*.jpg")]
+    print(f"data: {count} JPEGs 4032x3024 q90 ({min(sizes) / 1e6:.1f}-{max(sizes) / 1e6:.1f} MB) + PNG masks in {root}")
+    print(f"machine: {os.cpu_count()} cores, workers={workers}, best of {repeat} runs (interleaved)")
+    for path in root.rglob("*"):
+        if path.is_file():
+            path.read_bytes()
+    for masks in (False, True):
+        contenders: dict[str, Callable[[], tuple[int, float]]] = {
+            "(a) floor: Pillow decodes whole + pipeline + encode": lambda m=masks: run_large_bare(root, workers, m, reduced=False),
+            "(a') bare loop: half-scale decode + resize + rest": lambda m=masks: run_large_bare(root, workers, m, reduced=True),
+            "shardkit, reduced decoding (default)": lambda m=masks: run_large_shardkit(root, scratch / "reduced", workers, m, "reduced"),
+            "shardkit, decode: exact": lambda m=masks: run_large_shardkit(root, scratch / "exact", workers, m, "exact"),
+        }
+        best: dict[str, tuple[int, float]] = {}
+        for _ in range(repeat):
+            for name, run in contenders.items():
+                n, t = run()
+                if name not in best or t < best[name][1]:
+                    best[name] = (n, t)
+        print(f"\n{'images alone' if not masks else 'images + full-resolution masks':52} {'images':>7} {'seconds':>8} {'images/s':>9}")
+        floor = best["(a) floor: Pillow decodes whole + pipeline + encode"]
+        for name in contenders:
+            n, t = best[name]
+            ratio = (n / t) / (floor[0] / floor[1])
+            print(f"{name:52} {n:7d} {t:8.2f} {n / t:9.2f}   {ratio:.2f}x floor")
+        print(f"target: reduced / floor >= {1.5 if masks else 2.5}x")
+        low, median, same = fidelity(scratch / "reduced", scratch / "exact")
+        print(f"PSNR of the stored JPEGs, reduced vs exact: lowest {low:.1f} dB, median {median:.1f} dB"
+              + (f";  masks identical: {same}" if masks else ""))  # fmt: skip
+    for decode in ("reduced", "exact"):  # the same builds storing PNG: the pixels before JPEG re-encoding
+        run_large_shardkit(root, scratch / f"png-{decode}", workers, False, decode, encoding="png")
+    low, median, _ = fidelity(scratch / "png-reduced", scratch / "png-exact")
+    print(f"\nPSNR before re-encoding (PNG builds), reduced vs exact: lowest {low:.1f} dB, median {median:.1f} dB (target >= 38)")
 
 
 # ----------------------------------------------------------------------------- (b) seed-style baseline
@@ -288,8 +428,16 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=ROOT / "bench-data")
     parser.add_argument("--skip-baseline", action="store_true", help="skip (b), which needs TensorFlow")
     parser.add_argument("--scaling", action="store_true", help="only the scaling table: 1..cores workers, and Dask")
+    parser.add_argument("--large-photos", type=int, metavar="N", help="only the large-photos workload, on N 12-megapixel photos")
     args = parser.parse_args()
 
+    if args.large_photos:
+        scratch = Path(tempfile.mkdtemp(prefix="shardkit-bench-", dir=args.data))
+        try:
+            large_photos(args.data, scratch, args.large_photos, args.workers, args.repeat)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        return
     t0 = time.perf_counter()
     root = make_data(args.data / f"images-{args.images}", args.images)
     print(f"data: {args.images} images 640x480 + masks in {root} (made/checked in {time.perf_counter() - t0:.1f}s)")

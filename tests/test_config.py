@@ -72,3 +72,14 @@ def test_yaml_errors(tmp_path: Path) -> None:
     bad.write_text("features: [unclosed\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_config(bad)
+
+
+def test_png_level_is_for_png_features_only_and_defaults_to_one() -> None:
+    features = {"image": {"kind": "image", "column": 0, "encoding": "png", "png_level": 6}, "mask": {"kind": "mask", "column": 1}}
+    config = parse_config({"features": features})
+    assert config.feature("image").zlib_level == 6 and config.feature("mask").zlib_level == 1
+    assert config.to_dict()["features"]["image"]["png_level"] == 6 and "png_level" not in config.to_dict()["features"]["mask"]
+    with pytest.raises(ConfigError, match=r"features\.image\.png_level.*png-encoded"):
+        parse_config({"features": {"image": {"kind": "image", "column": 0, "encoding": "jpeg", "png_level": 6}}})
+    with pytest.raises(ConfigError, match=r"features\.mask\.png_level.*0 to 9"):
+        parse_config({"features": {"image": {"kind": "image", "column": 0}, "mask": {"kind": "mask", "column": 1, "png_level": 10}}})

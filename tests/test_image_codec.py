@@ -1,8 +1,9 @@
-"""The header fast path must agree with Pillow on every file it accepts."""
+"""The header fast path and the fast decoders must agree with Pillow on every file they accept."""
 
 from __future__ import annotations
 
 import io
+from typing import Any
 
 import numpy as np
 import pytest
@@ -51,3 +52,61 @@ BROKEN = [b"", b"\xff\xd8", b"\x89PNG\r\n\x1a\n" + b"\x00" * 30, b"GIF89a garbag
 def test_probe_rejects_broken_headers(data: bytes) -> None:
     with pytest.raises(image_codec.ImageProblem, match="not an image Pillow can read"):
         image_codec.probe(data)
+
+
+def _jpeg(array: np.ndarray, **options: Any) -> bytes:
+    buf = io.BytesIO()
+    Image.fromarray(array).save(buf, format="JPEG", **options)
+    return buf.getvalue()
+
+
+def _png(image: Image.Image, **options: Any) -> bytes:
+    buf = io.BytesIO()
+    image.save(buf, format="PNG", **options)
+    return buf.getvalue()
+
+
+def test_fast_decoders_give_exactly_pillows_pixels() -> None:
+    rng = np.random.default_rng(1)
+    rgb = np.clip(rng.normal(128, 40, (61, 83, 3)), 0, 255).astype(np.uint8)
+    grey = rgb[:, :, 0].copy()
+    files = {
+        "jpeg 4:2:0": (_jpeg(rgb, quality=90), "RGB"),
+        "jpeg 4:4:4": (_jpeg(rgb, quality=95, subsampling=0), "RGB"),
+        "jpeg progressive": (_jpeg(rgb, quality=80, progressive=True), "RGB"),
+        "jpeg grey": (_jpeg(grey, quality=90), "L"),
+        "jpeg grey as RGB (Pillow converts)": (_jpeg(grey, quality=90), "RGB"),
+        "png L": (_png(Image.fromarray(grey)), "L"),
+        "png RGB": (_png(Image.fromarray(rgb), compress_level=1), "RGB"),
+        "png RGBA": (_png(Image.fromarray(np.dstack([rgb, grey]))), "RGBA"),
+        "png L with transparency": (_png(Image.fromarray(grey), transparency=7), "L"),
+        "png palette": (_png(Image.fromarray(grey).convert("P")), "RGB"),
+    }
+    for name, (data, mode) in files.items():
+        with Image.open(io.BytesIO(data)) as im:
+            want = np.asarray(im.convert(mode))
+        got = image_codec.decode(data, mode)
+        assert got.dtype == np.uint8 and np.array_equal(got, want), name
+
+
+def test_a_damaged_jpeg_still_gets_pillows_error() -> None:
+    data = _jpeg(np.zeros((64, 64, 3), np.uint8) + 90)
+    with pytest.raises(image_codec.ImageProblem, match="cannot decode image"):
+        image_codec.decode(data[: len(data) // 3], "RGB")
+
+
+@pytest.mark.parametrize("channels", [1, 3, 4])
+def test_masks_are_written_losslessly_and_tensorflow_reads_them(channels: int) -> None:
+    from tests import tfread
+
+    rng = np.random.default_rng(2)
+    shape = (37, 53) if channels == 1 else (37, 53, channels)
+    mask = (rng.integers(0, 4, shape) * 60).astype(np.uint8)
+    mask[5:20] = 7  # runs, as class maps have
+    sizes = []
+    for level in (0, 1, 9):
+        data = image_codec.encode(mask, "png", 95, png_level=level, mask=True)
+        assert np.array_equal(tfread.decode(data, channels).reshape(mask.shape), mask)
+        assert np.array_equal(image_codec.decode(data, {1: "L", 3: "RGB", 4: "RGBA"}[channels]), mask)
+        sizes.append(len(data))
+    assert sizes[0] > sizes[1] >= sizes[2]  # level 0 stores, higher levels compress harder

@@ -7,14 +7,12 @@ and TensorFlow reads both back: every image within 38 dB PSNR, every mask identi
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from PIL import Image
 
 import shardkit
 from shardkit import demo
@@ -149,44 +147,3 @@ def test_config_decode_switch() -> None:
     assert parse_config(exact.to_dict()) == exact
     with pytest.raises(Exception, match=r"augment\.decode.*reduced or exact"):
         parse_config({"features": features, "augment": {"pipeline": pipeline, "decode": "fast"}})
-
-
-def _jpeg(array: np.ndarray, **options: Any) -> bytes:
-    buf = io.BytesIO()
-    Image.fromarray(array).save(buf, format="JPEG", **options)
-    return buf.getvalue()
-
-
-def _png(image: Image.Image, **options: Any) -> bytes:
-    buf = io.BytesIO()
-    image.save(buf, format="PNG", **options)
-    return buf.getvalue()
-
-
-def test_fast_decoders_give_exactly_pillows_pixels() -> None:
-    rng = np.random.default_rng(1)
-    rgb = np.clip(rng.normal(128, 40, (61, 83, 3)), 0, 255).astype(np.uint8)
-    grey = rgb[:, :, 0].copy()
-    files = {
-        "jpeg 4:2:0": (_jpeg(rgb, quality=90), "RGB"),
-        "jpeg 4:4:4": (_jpeg(rgb, quality=95, subsampling=0), "RGB"),
-        "jpeg progressive": (_jpeg(rgb, quality=80, progressive=True), "RGB"),
-        "jpeg grey": (_jpeg(grey, quality=90), "L"),
-        "jpeg grey as RGB (Pillow converts)": (_jpeg(grey, quality=90), "RGB"),
-        "png L": (_png(Image.fromarray(grey)), "L"),
-        "png RGB": (_png(Image.fromarray(rgb), compress_level=1), "RGB"),
-        "png RGBA": (_png(Image.fromarray(np.dstack([rgb, grey]))), "RGBA"),
-        "png L with transparency": (_png(Image.fromarray(grey), transparency=7), "L"),
-        "png palette": (_png(Image.fromarray(grey).convert("P")), "RGB"),
-    }
-    for name, (data, mode) in files.items():
-        with Image.open(io.BytesIO(data)) as im:
-            want = np.asarray(im.convert(mode))
-        got = image_codec.decode(data, mode)
-        assert got.dtype == np.uint8 and np.array_equal(got, want), name
-
-
-def test_a_damaged_jpeg_still_gets_pillows_error() -> None:
-    data = _jpeg(np.zeros((64, 64, 3), np.uint8) + 90)
-    with pytest.raises(image_codec.ImageProblem, match="cannot decode image"):
-        image_codec.decode(data[: len(data) // 3], "RGB")

@@ -46,6 +46,11 @@ class FeatureSpec:
     quality: int = 95  # jpeg only
     channels: int | None = None  # images: 1, 3 or 4; None keeps the file's own (palette -> RGB)
     classes: tuple[str, ...] | None = None  # class_name: fixed list, or None to collect from the data
+    png_level: int | None = None  # png: zlib level 0-9; None is 1 (fast, lossless either way)
+
+    @property
+    def zlib_level(self) -> int:
+        return 1 if self.png_level is None else self.png_level
 
     @property
     def is_image(self) -> bool:
@@ -117,7 +122,7 @@ class Config:
 
 
 _TOP_KEYS = ("columns", "features", "augment", "snapshot")
-_FEATURE_KEYS = ("kind", "column", "encoding", "quality", "channels", "classes")
+_FEATURE_KEYS = ("kind", "column", "encoding", "quality", "channels", "classes", "png_level")
 _AUGMENT_KEYS = ("copies", "keep_original", "decode", "pipeline")
 
 
@@ -170,6 +175,11 @@ def _parse_feature(key: str, raw: object, source: str | None) -> FeatureSpec:
             raise ConfigError(f"{path}.channels", "jpeg cannot store 4 channels; use png", source)
         if encoding == "raw":
             raise ConfigError(f"{path}.channels", "raw stores the file's bytes untouched, so channels cannot change", source)
+    png_level = spec.get("png_level")
+    if png_level is not None:
+        png_level = _int_in(png_level, f"{path}.png_level", 0, 9, source)
+        if encoding != "png":
+            raise ConfigError(f"{path}.png_level", "png_level applies to png-encoded images and to masks", source)
     classes = spec.get("classes")
     if classes is not None:
         if kind != "class_name":
@@ -187,6 +197,7 @@ def _parse_feature(key: str, raw: object, source: str | None) -> FeatureSpec:
         quality=quality,
         channels=channels,
         classes=classes,
+        png_level=png_level,
     )
 
 

@@ -219,7 +219,7 @@ class RecordMaker:
             data, height, width = loaded.files[spec.key], info.height, info.width
         else:
             array = augmented[spec.key] if augmented is not None else loaded.array(spec)
-            data = image_codec.encode(array, encoding, spec.quality)
+            data = image_codec.encode(array, encoding, spec.quality, spec.zlib_level, mask=spec.kind == "mask")
             height, width = int(array.shape[0]), int(array.shape[1])
         channels = image_codec.channels_of(mode)
         height_key, width_key, channels_key = self.size_keys[spec.key]
