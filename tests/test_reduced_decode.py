@@ -147,3 +147,15 @@ def test_config_decode_switch() -> None:
     assert parse_config(exact.to_dict()) == exact
     with pytest.raises(Exception, match=r"augment\.decode.*reduced or exact"):
         parse_config({"features": features, "augment": {"pipeline": pipeline, "decode": "fast"}})
+
+
+def test_a_pipeline_that_only_downscales_leaves_the_rest_empty() -> None:
+    from shardkit.pipeline.augment import Augmenter
+
+    pipeline = normalize_pipeline([{"__class_fullname__": "LongestMaxSize", "max_size": 64, "p": 1.0}])
+    augmenter = Augmenter(pipeline, ["image"], ["mask"], "reduced")
+    assert augmenter.downscale is not None
+    image, mask = np.full((48, 64, 3), 9, np.uint8), np.ones((48, 64), np.uint8)
+    out = augmenter({"image": image, "mask": mask}, seed=1)
+    assert np.array_equal(out["image"], image) and np.array_equal(out["mask"], mask)
+    assert Augmenter(pipeline, ["image"], ["mask"], "exact").downscale is None
