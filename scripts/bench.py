@@ -217,19 +217,20 @@ def fidelity(reduced: Path, exact: Path) -> tuple[float, float, bool]:
     values, same = [], True
     for r, e in zip(records(reduced), records(exact), strict=True):
         a, b = (np.asarray(Image.open(io.BytesIO(x["image"])), dtype=np.float64) for x in (r, e))
-        values.append(10 * np.log10(255.0**2 / max(float(np.mean((a - b) ** 2)), 1e-12)))
+        mse = float(np.mean((a - b) ** 2))
+        values.append(10 * np.log10(255.0**2 / mse) if mse else float("inf"))  # inf: identical
         if "mask" in r:
             same = same and np.array_equal(*(np.asarray(Image.open(io.BytesIO(x["mask"]))) for x in (r, e)))
     return min(values), statistics.median(values), same
 
 
-def large_photos(data: Path, scratch: Path, count: int, workers: int, repeat: int) -> None:
+def large_photos(data: Path, scratch: Path, count: int, size: tuple[int, int], workers: int, repeat: int) -> None:
     from shardkit import demo
 
-    root = data / f"photos-{count}"
+    root = data / f"photos-{count}-{size[0]}x{size[1]}"
     if not (root / f".complete-{count}").exists():
         t0 = time.perf_counter()
-        demo.make_photos(root, count)
+        demo.make_photos(root, count, *size)
         (root / "alone").mkdir(exist_ok=True)  # the same photos without masks: a split of its own, also named train
         (root / "alone" / "train.txt").write_text(
             "".join(f"../{line.split()[0]}\n" for line in (root / "train.txt").read_text().splitlines())
@@ -239,7 +240,7 @@ def large_photos(data: Path, scratch: Path, count: int, workers: int, repeat: in
     for module in ("albumentations", "cv2", "simplejpeg", "shardkit.pipeline.augment", "shardkit.pipeline.reduced_decode"):
         __import__(module)  # forked workers start with them, as a long build's workers have them: imports are not timed
     sizes = [p.stat().st_size for p in (root / "images").glob("*.jpg")]
-    print(f"data: {count} JPEGs 4032x3024 q90 ({min(sizes) / 1e6:.1f}-{max(sizes) / 1e6:.1f} MB) + PNG masks in {root}")
+    print(f"data: {count} JPEGs {size[0]}x{size[1]} q90 ({min(sizes) / 1e6:.1f}-{max(sizes) / 1e6:.1f} MB) + PNG masks in {root}")
     print(f"machine: {os.cpu_count()} cores, workers={workers}, best of {repeat} runs (interleaved)")
     for path in root.rglob("*"):
         if path.is_file():
@@ -429,12 +430,15 @@ def main() -> None:
     parser.add_argument("--skip-baseline", action="store_true", help="skip (b), which needs TensorFlow")
     parser.add_argument("--scaling", action="store_true", help="only the scaling table: 1..cores workers, and Dask")
     parser.add_argument("--large-photos", type=int, metavar="N", help="only the large-photos workload, on N 12-megapixel photos")
+    parser.add_argument("--photo-size", default="4032x3024", metavar="WxH", help="the large photos' size (smaller: a quick check)")
     args = parser.parse_args()
 
     if args.large_photos:
+        args.data.mkdir(parents=True, exist_ok=True)
         scratch = Path(tempfile.mkdtemp(prefix="shardkit-bench-", dir=args.data))
         try:
-            large_photos(args.data, scratch, args.large_photos, args.workers, args.repeat)
+            size = tuple(int(n) for n in args.photo_size.split("x"))
+            large_photos(args.data, scratch, args.large_photos, (size[0], size[1]), args.workers, args.repeat)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         return

@@ -5,7 +5,7 @@
 
 Two workloads, as scripts/bench.py builds them: the seed-like one (640x480 JPEG q90 + PNG mask,
 flip + random sized crop + brightness/contrast, JPEG q95 + PNG mask out) and a large photo
-(4032x3024 JPEG q90 + PNG mask, SmallestMaxSize(512) + flip + brightness, JPEG q90 out). For each
+(4032x3024 by default, JPEG q90 + PNG mask, SmallestMaxSize(512) + flip + brightness, JPEG q90 out). For each
 stage: the way a plain script does it (Pillow), and shardkit's way, in milliseconds per image
 (the best of ``--repeat`` passes over the images), with the pixels checked equal where both give pixels.
 """
@@ -125,6 +125,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--images", type=int, default=50, help="seed-like images (large photos: a fifth of it, at least 2)")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--photo-size", default="4032x3024", metavar="WxH", help="the large photos' size (smaller: a quick check)")
     args = parser.parse_args()
 
     import bench  # scripts/bench.py: the same data and pipelines
@@ -136,7 +137,8 @@ def main() -> None:
         pairs = [(small / "images" / f"{i:06d}.jpg", small / "masks" / f"{i:06d}.png") for i in range(args.images)]
         workload("seed-like", [(j.read_bytes(), m.read_bytes()) for j, m in pairs], bench.PIPELINE, bench.QUALITY, args.repeat)
         count = max(2, args.images // 5)
-        large = demo.make_photos(Path(tmp) / "large", count)
+        width, height = (int(n) for n in args.photo_size.split("x"))
+        large = demo.make_photos(Path(tmp) / "large", count, width, height)
         rows = [line.split() for line in (large / "train.txt").read_text().splitlines()]
         files = [((large / j).read_bytes(), (large / m).read_bytes()) for j, m in rows]
         workload("large photos", files, bench.LARGE_PIPELINE, bench.LARGE_QUALITY, args.repeat)

@@ -146,8 +146,8 @@ def encode(array: np.ndarray, encoding: str, quality: int, png_level: int = 1, m
     """JPEG at ``quality``, or lossless PNG at zlib level ``png_level``.
 
     An 8-bit mask is written with no row filter and zlib's run-length strategy, which suits class
-    maps: on the benchmark's masks 3x faster to write than Pillow's adaptive filters, a third
-    smaller and faster to read back (``scripts/bench_stages.py``).
+    maps: on the benchmark's masks about 3x faster to write than Pillow's adaptive row filters at
+    the same level, and a quarter smaller (``scripts/bench_stages.py``).
     """
     if mask and encoding == "png" and array.dtype == np.uint8 and array.ndim in (2, 3) and _mask_png_encoder() is not None:
         import cv2
