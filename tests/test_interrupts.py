@@ -269,6 +269,22 @@ def small_disk(where: Path, size: str) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(where)], check=False)
 
 
+def test_a_shards_scratch_file_on_a_full_disk_is_discarded_without_a_second_error(tmp_path: Path) -> None:
+    """The write that fills the disk is the error to report; closing the scratch file then
+    flushes its buffer into the same full disk, and that must not replace it (seen in CI)."""
+    from shardkit.pipeline.entries import Entry
+    from shardkit.pipeline.worker import _Spread
+
+    with small_disk(tmp_path / "disk", "256k") as disk:
+        spread = _Spread(str(disk / "scratch"), seed=1)
+        with pytest.raises(OSError, match="No space left"):
+            for line in range(1, 1000):
+                spread.add(Entry("index.txt", line, f"index.txt:{line}", ("a.jpg",)), [0], [os.urandom(4000)])
+            spread.file.flush()
+        spread.close()  # the buffer cannot be flushed: no second error
+        assert not (disk / "scratch").exists()
+
+
 @pytest.mark.slow
 def test_a_full_disk_is_one_line_and_the_resume_completes(augmented: Path, augmented_reference: Path, tmp_path: Path) -> None:
     with small_disk(tmp_path / "disk", "2m") as disk:

@@ -66,7 +66,10 @@ class _Spread:
             writer.write(os.pread(fd, length, offset))
 
     def close(self) -> None:
-        self.file.close()
+        """Discard the scratch file. Closing flushes its buffer, which fails on a full disk: that
+        loses nothing (the file is deleted) and must not hide the error that stopped the shard."""
+        with contextlib.suppress(OSError):
+            self.file.close()
         atomic.remove_quietly(self.path)
 
 
