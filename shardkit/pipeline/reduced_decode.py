@@ -12,7 +12,7 @@ measured on scikit-image's photos enlarged to 12 megapixels with sensor-like noi
 (``tests/test_reduced_decode.py``; ``docs/performance.md`` has the figures):
 
 - an area-averaging downscale (``INTER_AREA``, or ``area_for_downscale``): any scale that keeps
-  at least twice the target size, then an area resize (41-51 dB; at 1.5x it fell to 34 dB);
+  at least twice the target size, then an area resize (43-51 dB; at 1.5x it fell to 34 dB);
 - a linear one (albumentations' default): half scale at most, keeping at least twice the target
   size, then the transform's own linear resize (40 dB). A linear downscale samples few pixels of
   the full image, so it keeps some of the noise and fine texture that a shrunk decode averages
@@ -39,7 +39,7 @@ DOWNSCALES = ("SmallestMaxSize", "LongestMaxSize", "Resize")
 
 
 def split_leading_downscale(pipeline: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """(the pipeline whose first transform alone, the rest of the pipeline), both serialized as
+    """(the pipeline cut to its first transform, the pipeline without it), both serialized as
     ``pipeline`` is, when it begins with a deterministic downscale; None otherwise."""
     compose = pipeline.get("transform", pipeline)
     if not isinstance(compose, Mapping) or _name(compose) != "Compose" or float(compose.get("p", 1.0)) < 1.0:
