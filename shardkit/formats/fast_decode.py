@@ -31,7 +31,7 @@ def jpeg(data: bytes, info: ImageInfo, mode: str, scale: int = 1) -> np.ndarray 
         return None
     import simplejpeg
 
-    want_h, want_w = -(-info.height // scale), -(-info.width // scale)
+    want_h, want_w = scaled_size(info, scale)
     try:
         array = simplejpeg.decode_jpeg(data, colorspace="GRAY" if mode == "L" else "RGB", min_height=want_h, min_width=want_w)
     except ValueError:  # damaged, or a warning libjpeg recovers from: Pillow decides

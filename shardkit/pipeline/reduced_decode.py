@@ -101,7 +101,7 @@ class Downscale:
             return 1
         th, tw, shrinks = self.target(info.height, info.width)
         margin, most = self._margins.get(self._interpolation(shrinks), (0.0, 1)) if shrinks else (0.0, 1)
-        for scale in (s for s in (8, 4, 2) if s <= most):
+        for scale in (s for s in reversed(fast_decode.SCALES) if 1 < s <= most):
             h, w = fast_decode.scaled_size(info, scale)
             if h >= margin * th and w >= margin * tw:
                 return scale
