@@ -237,7 +237,7 @@ def large_photos(data: Path, scratch: Path, count: int, size: tuple[int, int], w
         )
         (root / f".complete-{count}").write_text("ok")
         print(f"made {count} photos in {time.perf_counter() - t0:.0f}s")
-    for module in ("albumentations", "cv2", "simplejpeg", "shardkit.pipeline.augment", "shardkit.pipeline.reduced_decode"):
+    for module in ("albumentations", "cv2", "simplejpeg", "shardkit.pipeline.shard.augment", "shardkit.pipeline.shard.reduced_decode"):
         __import__(module)  # forked workers start with them, as a long build's workers have them: imports are not timed
     sizes = [p.stat().st_size for p in (root / "images").glob("*.jpg")]
     print(f"data: {count} JPEGs {size[0]}x{size[1]} q90 ({min(sizes) / 1e6:.1f}-{max(sizes) / 1e6:.1f} MB) + PNG masks in {root}")
@@ -361,7 +361,11 @@ def dask_processes(workers: int, nanny: bool, env: dict[str, str] | None = None)
         with Client(address, timeout=60) as client:
             client.wait_for_workers(workers, timeout=120)
             # A long-lived cluster's workers have imported these already: do not time the imports.
-            client.run(lambda: [__import__(m) for m in ("albumentations", "cv2", "shardkit.pipeline.worker", "shardkit.pipeline.augment")])
+            client.run(
+                lambda: [
+                    __import__(m) for m in ("albumentations", "cv2", "shardkit.pipeline.shard.worker", "shardkit.pipeline.shard.augment")
+                ]
+            )
         yield address, procs
     finally:
         for proc in procs:
@@ -514,7 +518,7 @@ def scaling_table(root: Path, scratch: Path, repeat: int) -> None:
     for path in root.rglob("*"):
         if path.is_file():
             path.read_bytes()
-    for module in ("albumentations", "cv2", "shardkit.pipeline.augment"):  # as the Dask workers have: imports are not timed
+    for module in ("albumentations", "cv2", "shardkit.pipeline.shard.augment"):  # as the Dask workers have: imports are not timed
         __import__(module)
 
     def pool(n: int) -> float:

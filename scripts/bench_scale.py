@@ -95,9 +95,9 @@ CHILD_PLAN = (
     + r"""
 import json, sys, time, os
 from shardkit.pipeline.config import parse_config
-from shardkit.pipeline.entries import with_source_id
-from shardkit.pipeline.inputs import rows_by_split, resolve_config
-from shardkit.pipeline.planner import make_plan
+from shardkit.pipeline.inputs.entries import with_source_id
+from shardkit.pipeline.inputs.splits import rows_by_split, resolve_config
+from shardkit.pipeline.plan.planner import make_plan
 index, config, folder, processes = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 started = time.perf_counter()
 splits, inputs = rows_by_split([index], None, None, ())

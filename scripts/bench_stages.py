@@ -56,8 +56,8 @@ def workload(name: str, files: list[tuple[bytes, bytes]], pipeline: list[dict[st
     from shardkit.formats import image_codec
     from shardkit.formats.example_proto import encode_example
     from shardkit.formats.tfrecord import frame
-    from shardkit.pipeline.augment import Augmenter, normalize_pipeline
-    from shardkit.pipeline.reduced_decode import Downscale, split_leading_downscale
+    from shardkit.pipeline.shard.augment import Augmenter, normalize_pipeline
+    from shardkit.pipeline.shard.reduced_decode import Downscale, split_leading_downscale
 
     cv2.setNumThreads(1)
     images = [pillow_decode(j, "RGB") for j, _ in files]

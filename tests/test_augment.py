@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from shardkit.pipeline.augment import Augmenter, normalize_pipeline, pin_native_threads
+from shardkit.pipeline.shard.augment import Augmenter, normalize_pipeline, pin_native_threads
 
 
 def test_pin_native_threads_and_restore() -> None:

@@ -109,7 +109,7 @@ def test_unreachable_store_is_one_line(seg_data: Path, tmp_path: Path, monkeypat
 
 HOLDER = """
 import sys, time
-from shardkit.pipeline.bucket_lock import BucketLock
+from shardkit.pipeline.state.bucket_lock import BucketLock
 lock = BucketLock(sys.argv[1], "OUT")
 lock.acquire()
 print("held", flush=True)
@@ -155,7 +155,7 @@ def test_a_lock_from_another_host_is_taken_over_only_when_its_heartbeat_is_stale
 
 
 def test_the_heartbeat_refreshes_the_lock_and_stops_when_taken_over(bucket: str) -> None:
-    from shardkit.pipeline.bucket_lock import BucketLock
+    from shardkit.pipeline.state.bucket_lock import BucketLock
 
     url = f"{bucket}/lock"
     lock = BucketLock(url, "OUT", heartbeat=0.05)

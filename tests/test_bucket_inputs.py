@@ -14,10 +14,10 @@ import pytest
 
 import shardkit
 from shardkit.errors import EntryError, ShardkitError
-from shardkit.pipeline import planner
-from shardkit.pipeline.entries import Entry
-from shardkit.pipeline.fetch import Fetcher
-from shardkit.pipeline.index_files import IndexFile, cut_pieces, discover, read_rows
+from shardkit.pipeline.inputs.entries import Entry
+from shardkit.pipeline.inputs.index_files import IndexFile, cut_pieces, discover, read_rows
+from shardkit.pipeline.plan.arithmetic import planner
+from shardkit.pipeline.shard.fetch import Fetcher
 from shardkit.storage import location
 from tests.object_stores import Store
 from tests.tfread import raw_records

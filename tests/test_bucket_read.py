@@ -25,7 +25,7 @@ from shardkit.check.inspection import inspect
 from shardkit.check.verify import verify
 from shardkit.errors import ShardkitError
 from shardkit.formats.idx_sidecar import write_idx_files
-from shardkit.read import tfdata
+from shardkit.read import tf_datasets as tfdata
 from shardkit.reader import ShardReader
 from tests import object_stores
 from tests.object_stores import Store

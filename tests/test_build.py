@@ -17,10 +17,10 @@ from shardkit.errors import EntryError, OutputError, WorkerError
 from shardkit.executors import PoolExecutor
 from shardkit.formats import image_codec
 from shardkit.formats.tfrecord import file_crc32c
-from shardkit.pipeline.augment import Augmenter
 from shardkit.pipeline.config import parse_config
-from shardkit.pipeline.lock import OutputLock
-from shardkit.pipeline.plan import record_seed
+from shardkit.pipeline.plan.arithmetic import record_seed
+from shardkit.pipeline.shard.augment import Augmenter
+from shardkit.pipeline.state.lock import OutputLock
 from tests.tfread import by_source, decode, raw_records, read_split
 
 SEG_CONFIG: dict[str, Any] = {
@@ -315,9 +315,9 @@ def _die(*args: Any, **kwargs: Any) -> Any:
 
 
 def test_a_dead_worker_raises_instead_of_hanging(seg_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import shardkit.pipeline.local_executors
+    import shardkit.pipeline.executors.local_executors
 
-    monkeypatch.setattr(shardkit.pipeline.local_executors, "run_task", _die)  # inherited by forked workers
+    monkeypatch.setattr(shardkit.pipeline.executors.local_executors, "run_task", _die)  # inherited by forked workers
     with pytest.raises(WorkerError, match="died without reporting an error"):
         shardkit.build([seg_data], tmp_path / "out", executor=PoolExecutor(2, "fork"), workers=2, progress=False)
     assert not list((tmp_path / "out").glob(".*incomplete*"))

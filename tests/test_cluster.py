@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import re
 import signal
@@ -20,7 +21,7 @@ import shardkit
 from shardkit import demo
 from shardkit.check.verify import verify
 from shardkit.errors import EntryError, OutputError
-from shardkit.pipeline import malloc
+from shardkit.pipeline.executors import malloc
 from tests.tfread import raw_records
 
 pytest.importorskip("distributed")
@@ -154,7 +155,7 @@ def test_dask_progress_per_record_and_a_failed_build_leaves_nothing_running(
 ) -> None:
     from distributed import Client
 
-    from shardkit.pipeline import dask_executor
+    from shardkit.pipeline.executors import dask_executor
 
     bad = tmp_path / "data"
     bad.mkdir()
@@ -177,7 +178,7 @@ def test_dask_progress_per_record_and_a_failed_build_leaves_nothing_running(
             shardkit.build([bad], tmp_path / "bad", config=str(data / "config.yaml"), executor=dask_executor.DaskExecutor(address),
                            **{**BUILD, "records_per_shard": 30})  # fmt: skip
         with Client(address, timeout=60) as client:  # the build returned only once its running tasks ended
-            running = client.run(lambda: sorted(__import__("shardkit.pipeline.dask_executor").pipeline.dask_executor._dask_running))
+            running = client.run(lambda: sorted(importlib.import_module("shardkit.pipeline.executors.dask_executor")._dask_running))
         assert not any(running.values()), running
         assert not list((tmp_path / "bad").glob(".*incomplete*"))
 
@@ -205,7 +206,7 @@ def test_sigterm_to_a_dask_build_cancels_waits_and_says_what_is_kept(data: Path,
                             stderr.strip().splitlines()[-1])  # fmt: skip
         assert kept and int(kept.group(1)) == len(list(records.glob("*.json"))), stderr
         with Client(address, timeout=60) as client:  # the cancelled build returned only once its running tasks ended
-            running = client.run(lambda: sorted(__import__("shardkit.pipeline.dask_executor").pipeline.dask_executor._dask_running))
+            running = client.run(lambda: sorted(importlib.import_module("shardkit.pipeline.executors.dask_executor")._dask_running))
         assert not any(running.values()), running
         assert not list(out.glob(".*incomplete*"))
         shardkit.build([data], out, config=str(data / "config.yaml"), executor=DaskExecutor(address), **BUILD)
@@ -229,7 +230,7 @@ def assert_tasks_reuse_heap(address: str) -> None:
 
         import numpy as np
 
-        from shardkit.pipeline import malloc, worker_settings
+        from shardkit.pipeline.executors import malloc, worker_settings
 
         def faults() -> int:
             return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
@@ -262,7 +263,7 @@ def assert_profiler_paused_while_shards_build(address: str) -> None:
     def profiler_running(profile: bool) -> tuple[bool, bool, bool]:  # runs on the worker
         from distributed import get_worker
 
-        from shardkit.pipeline import dask_executor
+        from shardkit.pipeline.executors import dask_executor
 
         worker = get_worker()
         callback = worker.periodic_callbacks["profile"]
@@ -330,7 +331,7 @@ def test_nodes_with_different_config_are_refused(data: Path, tmp_path: Path) -> 
     assert "nodes of one build must share config, inputs and options; clear OUT" in str(refused.value)
     assert "--overwrite" not in str(refused.value)  # refused with --num-nodes: not a way out here
     with pytest.raises(OutputError, match="another build is writing here"):
-        from shardkit.pipeline.lock import OutputLock
+        from shardkit.pipeline.state.lock import OutputLock
 
         with OutputLock(str(out / ".shardkit" / "lock.node-1")):
             shardkit.build([data / "val.txt"], out, workers=1, num_nodes=2, node_index=1, progress=False)
@@ -344,7 +345,7 @@ def test_a_node_with_another_node_count_is_refused(data: Path, tmp_path: Path) -
 
 
 def test_dask_progress_settles_late_and_repeated_ticks() -> None:
-    from shardkit.pipeline.dask_executor import _DaskProgress
+    from shardkit.pipeline.executors.dask_executor import _DaskProgress
 
     shown: list[int] = []
     progress = _DaskProgress(shown.append)
@@ -420,7 +421,7 @@ def test_a_cluster_that_cannot_load_shardkit_tasks_is_one_clear_error_not_a_hang
 
 def test_another_shardkit_version_on_the_cluster_is_refused() -> None:
     from shardkit.errors import WorkerError
-    from shardkit.pipeline.dask_executor import _check_versions
+    from shardkit.pipeline.executors.dask_executor import _check_versions
 
     _check_versions({"the Dask scheduler at tcp://h:8786": shardkit.__version__, "Dask worker tcp://h:1": shardkit.__version__})
     with pytest.raises(WorkerError, match=r"^Dask worker tcp://h:2 runs shardkit 0.0.1, this build [0-9.]+: install one version everywh"):

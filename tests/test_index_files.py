@@ -8,9 +8,9 @@ import pytest
 
 from shardkit.errors import ConfigError, EntryError, ShardkitError
 from shardkit.pipeline.config import Config, parse_config
-from shardkit.pipeline.entries import Entry, checked_rows, to_entry
-from shardkit.pipeline.image_folders import folder_rows
-from shardkit.pipeline.index_files import IndexFile, Row, discover, read_rows, split_of
+from shardkit.pipeline.inputs.entries import Entry, checked_rows, to_entry
+from shardkit.pipeline.inputs.image_folders import folder_rows
+from shardkit.pipeline.inputs.index_files import IndexFile, Row, discover, read_rows, split_of
 
 
 @pytest.mark.parametrize(

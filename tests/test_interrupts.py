@@ -272,8 +272,8 @@ def small_disk(where: Path, size: str) -> Iterator[Path]:
 def test_a_shards_scratch_file_on_a_full_disk_is_discarded_without_a_second_error(tmp_path: Path) -> None:
     """The write that fills the disk is the error to report; closing the scratch file then
     flushes its buffer into the same full disk, and that must not replace it (seen in CI)."""
-    from shardkit.pipeline.entries import Entry
-    from shardkit.pipeline.worker import _Spread
+    from shardkit.pipeline.inputs.entries import Entry
+    from shardkit.pipeline.shard.worker import _Spread
 
     with small_disk(tmp_path / "disk", "256k") as disk:
         spread = _Spread(str(disk / "scratch"), seed=1)

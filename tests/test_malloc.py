@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from shardkit.pipeline import malloc, worker_settings
+from shardkit.pipeline.executors import malloc, worker_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FAULTS = """
 import json, resource
 import numpy as np
-from shardkit.pipeline import malloc
+from shardkit.pipeline.executors import malloc
 
 def faults_per_array(rounds=40):
     for _ in range(3):  # the first arrays fault either way, while the heap grows

@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from shardkit.pipeline.plan import ShuffleKeys, default_entries_per_shard, record_seed, shard_bounds
+from shardkit.pipeline.plan.arithmetic import ShuffleKeys, default_entries_per_shard, record_seed, shard_bounds
 from shardkit.storage.layout import shard_name
 
 

@@ -15,7 +15,7 @@ import shardkit
 from shardkit.errors import ConfigError, EntryError
 from shardkit.formats.example_proto import decode_example
 from shardkit.formats.tfrecord import read_records
-from shardkit.pipeline.plan import record_key
+from shardkit.pipeline.plan.arithmetic import record_key
 from shardkit.reader import ShardReader
 from shardkit.view.augmentations import augmentation_records, augmentation_sheet, sheet_rows, title
 from tests.tfread import shard_files

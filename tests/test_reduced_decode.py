@@ -17,9 +17,9 @@ import pytest
 import shardkit
 from shardkit import demo
 from shardkit.formats import image_codec
-from shardkit.pipeline.augment import normalize_pipeline
 from shardkit.pipeline.config import parse_config
-from shardkit.pipeline.reduced_decode import Downscale, split_leading_downscale
+from shardkit.pipeline.shard.augment import normalize_pipeline
+from shardkit.pipeline.shard.reduced_decode import Downscale, split_leading_downscale
 from tests import tfread
 
 WIDTH, HEIGHT = 4032, 3024
@@ -150,7 +150,7 @@ def test_config_decode_switch() -> None:
 
 
 def test_a_pipeline_that_only_downscales_leaves_the_rest_empty() -> None:
-    from shardkit.pipeline.augment import Augmenter
+    from shardkit.pipeline.shard.augment import Augmenter
 
     pipeline = normalize_pipeline([{"__class_fullname__": "LongestMaxSize", "max_size": 64, "p": 1.0}])
     augmenter = Augmenter(pipeline, ["image"], ["mask"], "reduced")

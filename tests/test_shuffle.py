@@ -19,9 +19,9 @@ import shardkit
 from shardkit.cli import main
 from shardkit.errors import ConfigError, EntryError, OutputError
 from shardkit.pipeline.config import parse_config
-from shardkit.pipeline.entries import with_source_id
-from shardkit.pipeline.inputs import resolve_config, rows_by_split
-from shardkit.pipeline.planner import make_plan
+from shardkit.pipeline.inputs.entries import with_source_id
+from shardkit.pipeline.inputs.splits import resolve_config, rows_by_split
+from shardkit.pipeline.plan.planner import make_plan
 from tests.tfread import by_source, read_split, shard_files
 
 CLASSES = ("ant", "bee", "cat", "dog", "elk")
@@ -226,8 +226,8 @@ def _plan_with(tmp_path: Path, name: str, index: Path, processes: int, on_error:
 
 
 def test_planning_in_pieces_on_processes_gives_the_same_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import shardkit.pipeline.planner as planner
-    from shardkit.pipeline.index_files import IndexFile, cut_pieces, read_rows
+    import shardkit.pipeline.plan.planner as planner
+    from shardkit.pipeline.inputs.index_files import IndexFile, cut_pieces, read_rows
 
     index = tmp_path / "train.txt"
     index.write_text(_index_text(20_000, bad=(3, 9_000, 17_500)), newline="")

@@ -1,8 +1,6 @@
-"""The build pipeline: index files -> entries -> plan -> workers -> shards + per-shard records -> manifest.
+"""The build pipeline, one folder per phase: ``inputs/`` -> ``plan/`` -> ``shard/`` (run by
+``executors/``) -> ``state/`` (resume, locks, manifest).
 
-``builder`` runs it (``shardkit.build``/``finalize``); ``index_files`` and ``entries`` read the
-inputs, ``config`` the YAML config, ``plan`` and ``tasks`` cut the work into shard tasks,
-``worker`` (with ``augment`` and ``worker_settings``) builds one shard, the executors run tasks
-inline, on a process pool or on Dask, and ``resume``, ``lock`` and ``manifest`` keep OUT
-consistent across interruptions.
+``builder`` runs it end to end (``shardkit.build``/``finalize``) and ``config`` is the build's
+config; everything below reads top-down in that order.
 """

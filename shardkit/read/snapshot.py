@@ -43,7 +43,7 @@ from typing import Any
 from shardkit.errors import Interrupted, OutputError, ShardkitError
 from shardkit.interrupts import held
 from shardkit.read import snapshot_save
-from shardkit.read.tfdata import read_manifest
+from shardkit.read.tf_datasets import read_manifest
 from shardkit.storage import atomic, location
 from shardkit.version import __version__
 

@@ -28,7 +28,7 @@ from typing import IO, Any
 
 from shardkit.errors import ShardkitError
 from shardkit.interrupts import quiet_worker
-from shardkit.read.tfdata import load
+from shardkit.read.tf_datasets import load
 
 # Op types that draw from hidden state: their output differs run to run.
 _STATELESS_PREFIXES = ("StatelessRandom", "StatelessTruncatedNormal", "StatelessMultinomial", "StatelessParameterized")

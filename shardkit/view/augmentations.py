@@ -25,12 +25,12 @@ from shardkit.errors import EntryError, ShardkitError
 from shardkit.formats import image_codec
 from shardkit.formats.example_proto import decode_example
 from shardkit.pipeline.config import Config
-from shardkit.pipeline.entries import Entry, checked_rows, to_entry, with_classes, with_source_id
-from shardkit.pipeline.examples import RecordMaker
-from shardkit.pipeline.index_files import Row
-from shardkit.pipeline.inputs import SplitInput, resolve_config, rows_by_split
-from shardkit.pipeline.plan_files import PlanSlice
-from shardkit.pipeline.tasks import BuildSettings, ShardTask
+from shardkit.pipeline.inputs.entries import Entry, checked_rows, to_entry, with_classes, with_source_id
+from shardkit.pipeline.inputs.index_files import Row
+from shardkit.pipeline.inputs.splits import SplitInput, resolve_config, rows_by_split
+from shardkit.pipeline.plan.plan_file import PlanSlice
+from shardkit.pipeline.plan.tasks import BuildSettings, ShardTask
+from shardkit.pipeline.shard.records import RecordMaker
 from shardkit.view import sheet
 from shardkit.view.records import decode_mask, decode_picture
 

@@ -26,12 +26,12 @@ from typing import Any
 from shardkit.errors import EntryError
 from shardkit.interrupts import quiet_pool, stop_pool
 from shardkit.pipeline.config import Config
-from shardkit.pipeline.entries import checked_rows, to_entry, with_classes
-from shardkit.pipeline.index_files import Piece, Row, cut_pieces, read_rows
-from shardkit.pipeline.inputs import SplitInput
-from shardkit.pipeline.plan import ShuffleKeys, default_entries_per_shard
-from shardkit.pipeline.plan_files import PlanSource, encode_line, write_plan
-from shardkit.pipeline.spool import BUFFER_BYTES, Spool, merged
+from shardkit.pipeline.inputs.entries import checked_rows, to_entry, with_classes
+from shardkit.pipeline.inputs.index_files import Piece, Row, cut_pieces, read_rows
+from shardkit.pipeline.inputs.splits import SplitInput
+from shardkit.pipeline.plan.arithmetic import ShuffleKeys, default_entries_per_shard
+from shardkit.pipeline.plan.plan_file import PlanSource, encode_line, write_plan
+from shardkit.pipeline.plan.spool import BUFFER_BYTES, Spool, merged
 from shardkit.storage import location
 
 SAMPLE = 64  # entries whose files are sized to choose the default shard size

@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 from shardkit.formats import image_codec
 from shardkit.formats.example_proto import FeatureValue, encode_example
 from shardkit.pipeline.config import Config, FeatureSpec
-from shardkit.pipeline.entries import Entry
-from shardkit.pipeline.fetch import Fetcher
-from shardkit.pipeline.plan import record_seed
-from shardkit.pipeline.tasks import ShardTask
+from shardkit.pipeline.inputs.entries import Entry
+from shardkit.pipeline.plan.arithmetic import record_seed
+from shardkit.pipeline.plan.tasks import ShardTask
+from shardkit.pipeline.shard.fetch import Fetcher
 
 if TYPE_CHECKING:
-    from shardkit.pipeline.reduced_decode import Downscale
+    from shardkit.pipeline.shard.reduced_decode import Downscale
 
 MAX_LABEL_VALUES = 64  # an int64 feature with more distinct values than this is not counted as a label
 
@@ -135,7 +135,7 @@ class RecordMaker:
         }
         self.augmenter = None
         if self.config.augment is not None and self.config.augment.copies > 0:
-            from shardkit.pipeline.augment import Augmenter
+            from shardkit.pipeline.shard.augment import Augmenter
 
             self.augmenter = Augmenter(
                 self.config.augment.pipeline,

@@ -17,10 +17,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from shardkit.errors import WorkerError
-from shardkit.pipeline import worker_settings
-from shardkit.pipeline.local_executors import OnProgress, OnShard
-from shardkit.pipeline.tasks import ShardResult, ShardTask
-from shardkit.pipeline.worker import run_task
+from shardkit.pipeline.executors import worker_settings
+from shardkit.pipeline.executors.local_executors import OnProgress, OnShard
+from shardkit.pipeline.plan.tasks import ShardResult, ShardTask
+from shardkit.pipeline.shard.worker import run_task
 from shardkit.version import __version__
 
 # Keys of the shardkit tasks executing in this Dask worker process (its threads), so that a

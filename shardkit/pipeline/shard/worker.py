@@ -22,11 +22,11 @@ from shardkit.errors import EntryError, OutputError, WriteError
 from shardkit.formats import image_codec
 from shardkit.formats.idx_sidecar import INDEX_SUFFIX, index_text
 from shardkit.formats.tfrecord import RecordWriter, file_crc32c
-from shardkit.pipeline.entries import Entry
-from shardkit.pipeline.examples import RecordMaker
-from shardkit.pipeline.plan import record_key
-from shardkit.pipeline.plan_files import read_entries
-from shardkit.pipeline.tasks import ShardResult, ShardTask
+from shardkit.pipeline.inputs.entries import Entry
+from shardkit.pipeline.plan.arithmetic import record_key
+from shardkit.pipeline.plan.plan_file import read_entries
+from shardkit.pipeline.plan.tasks import ShardResult, ShardTask
+from shardkit.pipeline.shard.records import RecordMaker
 from shardkit.storage import atomic, layout, location
 
 Progress = Callable[[int], None]

@@ -13,7 +13,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 
 from shardkit.errors import OutputError, ShardkitWarning
-from shardkit.pipeline.tasks import ShardTask
+from shardkit.pipeline.plan.tasks import ShardTask
 from shardkit.storage import location
 from shardkit.units import size
 

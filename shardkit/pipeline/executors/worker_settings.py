@@ -14,7 +14,7 @@ import contextlib
 import threading
 from collections.abc import Callable, Iterator, Sequence
 
-from shardkit.pipeline import malloc
+from shardkit.pipeline.executors import malloc
 
 Setting = Callable[[], Callable[[], None]]  # applies itself, returns its undo
 
@@ -33,7 +33,7 @@ def apply(augment: bool) -> Callable[[], None]:
 
 
 def _pin_threads() -> Callable[[], None]:
-    from shardkit.pipeline.augment import pin_native_threads  # imports OpenCV: only when augmenting
+    from shardkit.pipeline.shard.augment import pin_native_threads  # imports OpenCV: only when augmenting
 
     return pin_native_threads()
 

@@ -14,9 +14,9 @@ from typing import Any
 
 from shardkit.errors import OutputError
 from shardkit.formats.idx_sidecar import INDEX_SUFFIX
-from shardkit.pipeline import manifest
 from shardkit.pipeline.config import Config
-from shardkit.pipeline.tasks import ShardResult, ShardTask
+from shardkit.pipeline.plan.tasks import ShardResult, ShardTask
+from shardkit.pipeline.state import manifest
 from shardkit.storage import atomic, layout, location
 from shardkit.storage.layout import shard_name
 from shardkit.version import __version__

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from shardkit.errors import ShardkitError
-from shardkit.pipeline.index_files import FOLDER_COLUMNS, IMAGE_SUFFIXES, Row
+from shardkit.pipeline.inputs.index_files import FOLDER_COLUMNS, IMAGE_SUFFIXES, Row
 from shardkit.storage import location
 
 _NO_CLASSES = "no class folders (expected ROOT/<class>/<image> or ROOT/<split>/<class>/<image>)"

@@ -65,7 +65,7 @@ class Augmenter:
         array (shrunk at decode where it can) before calling this, which runs the rest."""
         import albumentations as A
 
-        from shardkit.pipeline.reduced_decode import Downscale, split_leading_downscale
+        from shardkit.pipeline.shard.reduced_decode import Downscale, split_leading_downscale
 
         self.downscale: Downscale | None = None
         split = split_leading_downscale(pipeline) if decode == "reduced" else None

@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from shardkit.pipeline.tasks import ShardResult
+from shardkit.pipeline.plan.tasks import ShardResult
 from shardkit.storage import layout, location
 from shardkit.version import __version__
 

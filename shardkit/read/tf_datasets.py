@@ -1,6 +1,6 @@
 """A tuned ``tf.data`` reader for shardkit folders, the feature spec taken from the manifest.
 
-    import shardkit.read.tfdata
+    import shardkit.read.tf_datasets
     ds = shardkit.tfdata.load("shards/", split="train", shuffle=4096, seed=0, batch_size=32)
 
 The recipe: shard files listed from the manifest (optionally split across hosts at the file

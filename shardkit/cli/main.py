@@ -13,9 +13,9 @@ import sys
 import click
 
 from shardkit import interrupts
-from shardkit.cli_options import PathOrURL, node_share, set_storage_options
-from shardkit.cli_preview import preview
-from shardkit.cli_reporting import friendly_errors
+from shardkit.cli.options import PathOrURL, node_share, set_storage_options
+from shardkit.cli.preview import preview
+from shardkit.cli.reporting import friendly_errors
 from shardkit.version import __version__
 
 

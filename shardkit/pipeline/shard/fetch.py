@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from shardkit.formats.image_codec import ImageProblem
-from shardkit.pipeline.entries import Entry
+from shardkit.pipeline.inputs.entries import Entry
 from shardkit.storage import location
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from typing import Any
 
 from shardkit.errors import ConfigError, EntryError
 from shardkit.pipeline.config import Config, FeatureSpec
-from shardkit.pipeline.index_files import Row
+from shardkit.pipeline.inputs.index_files import Row
 from shardkit.storage import location
 
 SOURCE_ID = "source_id"

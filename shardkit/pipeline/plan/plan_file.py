@@ -15,9 +15,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from shardkit.pipeline.config import Config
-from shardkit.pipeline.entries import Entry, to_entry
-from shardkit.pipeline.index_files import FOLDER_COLUMNS, Row
-from shardkit.pipeline.plan import shard_bounds
+from shardkit.pipeline.inputs.entries import Entry, to_entry
+from shardkit.pipeline.inputs.index_files import FOLDER_COLUMNS, Row
+from shardkit.pipeline.plan.arithmetic import shard_bounds
 from shardkit.storage import location
 from shardkit.storage.atomic import flush_to_disk
 

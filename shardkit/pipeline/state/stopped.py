@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Iterator
 
 from shardkit.errors import Interrupted, ShardkitError, WriteError
-from shardkit.pipeline import resume
+from shardkit.pipeline.state import resume
 
 
 @dataclasses.dataclass

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import click
 
-from shardkit.cli_options import PathOrURL
-from shardkit.cli_reporting import friendly_errors
+from shardkit.cli.options import PathOrURL
+from shardkit.cli.reporting import friendly_errors
 
 
 @click.command()
