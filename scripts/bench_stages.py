@@ -53,7 +53,7 @@ def workload(name: str, files: list[tuple[bytes, bytes]], pipeline: list[dict[st
     import albumentations as A
     import cv2
 
-    from shardkit.formats import image_codec
+    from shardkit.formats import image_codec, image_headers
     from shardkit.formats.example_proto import encode_example
     from shardkit.formats.tfrecord import frame
     from shardkit.pipeline.shard.augment import Augmenter, normalize_pipeline
@@ -79,7 +79,7 @@ def workload(name: str, files: list[tuple[bytes, bytes]], pipeline: list[dict[st
     split = split_leading_downscale(normalized)
     if split is not None:
         downscale = Downscale(split[0])
-        infos = [image_codec.probe(j) for j, _ in files]
+        infos = [image_headers.probe(j) for j, _ in files]
         scale = downscale.decode_scale(infos[0])
 
         def reduced(n: int) -> object:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from shardkit.formats import image_codec
+from shardkit.formats import image_codec, image_headers
 
 
 def _encoded(mode: str, fmt: str, **kwargs: object) -> bytes:
@@ -41,8 +41,8 @@ CASES = [
 def test_probe_matches_pillow(mode: str, fmt: str, kwargs: dict) -> None:
     data = _encoded(mode, fmt, **kwargs)
     with Image.open(io.BytesIO(data)) as im:
-        expected = image_codec.ImageInfo(im.format or "", im.mode, im.width, im.height)
-    assert image_codec.probe(data) == expected
+        expected = image_headers.ImageInfo(im.format or "", im.mode, im.width, im.height)
+    assert image_headers.probe(data) == expected
 
 
 BROKEN = [b"", b"\xff\xd8", b"\x89PNG\r\n\x1a\n" + b"\x00" * 30, b"GIF89a garbage", b"\xff\xd8\xff\xe0\x00\x10JFIF"]
@@ -50,8 +50,8 @@ BROKEN = [b"", b"\xff\xd8", b"\x89PNG\r\n\x1a\n" + b"\x00" * 30, b"GIF89a garbag
 
 @pytest.mark.parametrize("data", BROKEN)
 def test_probe_rejects_broken_headers(data: bytes) -> None:
-    with pytest.raises(image_codec.ImageProblem, match="not an image Pillow can read"):
-        image_codec.probe(data)
+    with pytest.raises(image_headers.ImageProblem, match="not an image Pillow can read"):
+        image_headers.probe(data)
 
 
 def _jpeg(array: np.ndarray, **options: Any) -> bytes:
@@ -91,7 +91,7 @@ def test_fast_decoders_give_exactly_pillows_pixels() -> None:
 
 def test_a_damaged_jpeg_still_gets_pillows_error() -> None:
     data = _jpeg(np.zeros((64, 64, 3), np.uint8) + 90)
-    with pytest.raises(image_codec.ImageProblem, match="cannot decode image"):
+    with pytest.raises(image_headers.ImageProblem, match="cannot decode image"):
         image_codec.decode(data[: len(data) // 3], "RGB")
 
 

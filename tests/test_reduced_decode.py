@@ -16,7 +16,7 @@ import pytest
 
 import shardkit
 from shardkit import demo
-from shardkit.formats import image_codec
+from shardkit.formats import image_headers
 from shardkit.pipeline.config import parse_config
 from shardkit.pipeline.shard.augment import normalize_pipeline
 from shardkit.pipeline.shard.reduced_decode import Downscale, split_leading_downscale
@@ -70,7 +70,7 @@ def test_reduced_decode_stays_within_38_db_and_masks_are_identical(photos: Path,
     leading, scale = PIPELINES[name]
     data = (photos / "images" / "00000.jpg").read_bytes()
     downscale = Downscale(split_leading_downscale(normalize_pipeline([leading, *AFTER]))[0])  # type: ignore[index]
-    assert downscale.decode_scale(image_codec.probe(data)) == scale
+    assert downscale.decode_scale(image_headers.probe(data)) == scale
 
     reduced = build(photos, tmp_path / "reduced", leading, "reduced")
     exact = build(photos, tmp_path / "exact", leading, "exact")
@@ -133,9 +133,9 @@ def test_which_pipelines_begin_with_a_deterministic_downscale() -> None:
 def test_upscaling_and_small_images_are_decoded_whole() -> None:
     downscale = Downscale(normalize_pipeline([{"__class_fullname__": "SmallestMaxSize", "max_size": 512, "p": 1.0}]))
     for width, height in ((640, 480), (800, 600), (1536, 1023)):
-        assert downscale.decode_scale(image_codec.ImageInfo("JPEG", "RGB", width, height)) == 1
-    assert downscale.decode_scale(image_codec.ImageInfo("JPEG", "RGB", 4096, 3072)) == 2  # 1536 rows: twice 512
-    assert downscale.decode_scale(image_codec.ImageInfo("PNG", "RGB", 4032, 3024)) == 1  # only JPEG scales
+        assert downscale.decode_scale(image_headers.ImageInfo("JPEG", "RGB", width, height)) == 1
+    assert downscale.decode_scale(image_headers.ImageInfo("JPEG", "RGB", 4096, 3072)) == 2  # 1536 rows: twice 512
+    assert downscale.decode_scale(image_headers.ImageInfo("PNG", "RGB", 4032, 3024)) == 1  # only JPEG scales
 
 
 def test_config_decode_switch() -> None:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from shardkit.formats.image_codec import ImageInfo
+    from shardkit.formats.image_headers import ImageInfo
 
 SCALES = (1, 2, 4, 8)  # the DCT scale denominators libjpeg-turbo decodes fastest
 

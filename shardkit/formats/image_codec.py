@@ -6,15 +6,14 @@ already in the target format: re-encoding a JPEG only loses quality and costs ti
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import io
-import struct
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from shardkit.formats import fast_decode
+from shardkit.formats.image_headers import ImageInfo, ImageProblem, pillow_reason, probe
 
 # Image modes shardkit stores, per feature kind, for each mode a file may come in with.
 # Palette masks keep their indices (TensorFlow's decode_png would expand a palette to RGB).
@@ -23,72 +22,6 @@ _MASK_MODE = {"1": "L", "L": "L", "P": "L", "RGB": "RGB", "RGBA": "RGBA", "I;16"
 _CHANNEL_MODE = {1: "L", 3: "RGB", 4: "RGBA"}
 _MODE_CHANNELS = {"L": 1, "RGB": 3, "RGBA": 4, "I;16": 1, "LA": 2, "1": 1, "P": 3, "CMYK": 4, "YCbCr": 3}
 _FORMAT = {"jpeg": "JPEG", "png": "PNG"}
-
-
-class ImageProblem(ValueError):
-    """A file that is missing, unreadable or not an image Pillow can handle."""
-
-
-@dataclasses.dataclass(frozen=True)
-class ImageInfo:
-    format: str  # Pillow's name: JPEG, PNG, ...
-    mode: str
-    width: int
-    height: int
-
-
-def probe(data: bytes) -> ImageInfo:
-    """Read only the header: format, mode and size (parsed directly for common PNG and JPEG files)."""
-    fast = _probe_png(data) if data[:8] == _PNG_SIGNATURE else _probe_jpeg(data) if data[:2] == b"\xff\xd8" else None
-    if fast is not None:
-        if fast.width * fast.height > 2 * (Image.MAX_IMAGE_PIXELS or 1 << 62):
-            raise ImageProblem(f"{fast.width}x{fast.height} pixels: over Pillow's decompression-bomb limit")
-        return fast
-    try:
-        with Image.open(io.BytesIO(data)) as im:
-            return ImageInfo(format=im.format or "", mode=im.mode, width=im.width, height=im.height)
-    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as exc:
-        raise ImageProblem(f"not an image Pillow can read ({_reason(exc)})") from None
-
-
-_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-# 8-bit PNG colour types -> Pillow's mode; other bit depths go through Pillow itself.
-_PNG_MODES = {0: "L", 2: "RGB", 3: "P", 4: "LA", 6: "RGBA"}
-_JPEG_MODES = {1: "L", 3: "RGB"}
-_JPEG_SOF = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
-
-
-def _probe_png(data: bytes) -> ImageInfo | None:
-    """IHDR is the first chunk at a fixed offset: width, height, bit depth, colour type."""
-    if len(data) < 33 or data[12:16] != b"IHDR":
-        return None
-    width, height, depth, colour = struct.unpack(">IIBB", data[16:26])
-    mode = _PNG_MODES.get(colour)
-    if depth != 8 or mode is None or not width or not height:
-        return None
-    return ImageInfo("PNG", mode, width, height)
-
-
-def _probe_jpeg(data: bytes) -> ImageInfo | None:
-    """Walk the marker segments to the first start-of-frame: height, width, component count."""
-    pos, end = 2, len(data)
-    while pos + 4 <= end:
-        if data[pos] != 0xFF:
-            return None
-        marker = data[pos + 1]
-        if marker == 0xFF:  # fill byte
-            pos += 1
-            continue
-        if marker in _JPEG_SOF:
-            if pos + 10 > end:
-                return None
-            height, width = (data[pos + 5] << 8) | data[pos + 6], (data[pos + 7] << 8) | data[pos + 8]
-            mode = _JPEG_MODES.get(data[pos + 9])
-            if mode is None or not width or not height:
-                return None
-            return ImageInfo("JPEG", mode, width, height)
-        pos += 2 + ((data[pos + 2] << 8) | data[pos + 3])  # the segment's length, big-endian
-    return None
 
 
 def stored_mode(info: ImageInfo, kind: str, channels: int | None, encoding: str) -> str:
@@ -139,7 +72,7 @@ def decode(data: bytes, mode: str, class_values: bool = False, info: ImageInfo |
             converted = im if im.mode == mode else im.convert(mode)
             return np.asarray(converted)
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
-        raise ImageProblem(f"cannot decode image ({_reason(exc)})") from None
+        raise ImageProblem(f"cannot decode image ({pillow_reason(exc)})") from None
 
 
 def encode(array: np.ndarray, encoding: str, quality: int, png_level: int = 1, mask: bool = False) -> bytes:
@@ -178,9 +111,3 @@ def _mask_png_encoder() -> tuple[int, ...] | None:
     if not hasattr(cv2, "IMWRITE_PNG_FILTER") or not hasattr(cv2, "IMWRITE_PNG_STRATEGY_RLE"):
         return None
     return (cv2.IMWRITE_PNG_STRATEGY, cv2.IMWRITE_PNG_STRATEGY_RLE, cv2.IMWRITE_PNG_FILTER, cv2.IMWRITE_PNG_FILTER_NONE)
-
-
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, UnidentifiedImageError):
-        return "unknown or damaged image format"
-    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__

@@ -22,7 +22,7 @@ import numpy as np
 from PIL import Image
 
 from shardkit.errors import EntryError, ShardkitError
-from shardkit.formats import image_codec
+from shardkit.formats import image_headers
 from shardkit.formats.example_proto import decode_example
 from shardkit.pipeline.config import Config
 from shardkit.pipeline.inputs.entries import Entry, checked_rows, to_entry, with_classes, with_source_id
@@ -237,7 +237,7 @@ def _task(cfg: Config, seed: int) -> ShardTask:
 def _records(maker: RecordMaker, entry: Entry, cfg: Config, full: bool) -> tuple[Record, ...]:
     try:
         data = maker.records_for(entry)
-    except image_codec.ImageProblem as exc:  # as a build's worker reports it
+    except image_headers.ImageProblem as exc:  # as a build's worker reports it
         raise EntryError(entry.source, entry.line, str(exc)) from None
     kinds: dict[str, str] = {spec.key: spec.kind for spec in cfg.features if spec.is_image}
     out = []

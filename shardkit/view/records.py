@@ -25,7 +25,7 @@ from PIL import Image
 
 from shardkit.check.inspection import sniff
 from shardkit.errors import ShardkitError
-from shardkit.formats import image_codec, tfrecord_scan
+from shardkit.formats import image_codec, image_headers, tfrecord_scan
 from shardkit.formats.example_proto import DecodeError, decode_example
 from shardkit.read.random_access import ShardReader
 from shardkit.storage import location
@@ -239,8 +239,8 @@ def _text(value: bytes) -> str:
 
 def _single_channel(data: bytes) -> bool:
     try:
-        return image_codec.probe(data).mode in ("L", "P", "1", "I;16", "I")
-    except image_codec.ImageProblem:
+        return image_headers.probe(data).mode in ("L", "P", "1", "I;16", "I")
+    except image_headers.ImageProblem:
         return False
 
 
@@ -254,13 +254,13 @@ def _tile(record: Record) -> tuple[Tile, bool]:
         return Tile(blank, None, ["(no image)", *lines[-2:]]), False
     try:
         image, size = decode_picture(record.features[image_key][1][0])
-    except image_codec.ImageProblem as exc:
+    except image_headers.ImageProblem as exc:
         return Tile(blank, None, [f"{image_key}: {exc}", *lines[-1:]]), False
     mask = None
     if mask_key is not None:
         try:
             mask = decode_mask(record.features[mask_key][1][0], size, (image.shape[1], image.shape[0]))
-        except image_codec.ImageProblem as exc:
+        except image_headers.ImageProblem as exc:
             lines.insert(0, f"{mask_key}: {exc}")
     return Tile(image, mask, lines), True
 
@@ -288,16 +288,16 @@ def decode_picture(data: bytes) -> tuple[np.ndarray, tuple[int, int]]:
                 im = Image.fromarray(np.clip(deep * 255 / top, 0, 255).astype(np.uint8), "L")
             shown = im.convert(mode).resize(target, Image.Resampling.LANCZOS) if target != im.size else im.convert(mode)
             return np.asarray(shown), size
-    except image_codec.ImageProblem:
+    except image_headers.ImageProblem:
         raise
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
-        raise image_codec.ImageProblem(f"cannot decode image ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
+        raise image_headers.ImageProblem(f"cannot decode image ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
 
 
 def decode_mask(data: bytes, size: tuple[int, int], shown: tuple[int, int]) -> np.ndarray | None:
     """A mask's class values at the image's shown size (nearest neighbour: values stay values);
     None when it is not a single-channel mask of the image's ``size``."""
-    info = image_codec.probe(data)
+    info = image_headers.probe(data)
     if (info.width, info.height) != size or info.mode not in ("L", "P", "1", "I;16", "I", "RGB", "RGBA"):
         return None
     if info.mode in ("RGB", "RGBA"):  # a colour-coded mask: the sheet numbers its colours

@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from shardkit.formats.image_codec import ImageProblem
+from shardkit.formats.image_headers import ImageProblem
 from shardkit.pipeline.inputs.entries import Entry
 from shardkit.storage import location
 

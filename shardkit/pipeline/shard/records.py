@@ -10,7 +10,7 @@ import contextlib
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from shardkit.formats import image_codec
+from shardkit.formats import image_codec, image_headers
 from shardkit.formats.example_proto import FeatureValue, encode_example
 from shardkit.pipeline.config import Config, FeatureSpec
 from shardkit.pipeline.inputs.entries import Entry
@@ -65,7 +65,7 @@ class _Loaded:
         self.entry = entry
         self.files: dict[str, bytes] = {}
         self.paths: dict[str, str] = {}
-        self.infos: dict[str, image_codec.ImageInfo] = {}
+        self.infos: dict[str, image_headers.ImageInfo] = {}
         self.modes: dict[str, str] = {}
         self._arrays: dict[str, Any] = {}
         self._downscaled: dict[str, Any] = {}
@@ -77,15 +77,15 @@ class _Loaded:
             if spec.kind == "bytes":
                 continue
             try:
-                info = self.infos[key] = image_codec.probe(data)
+                info = self.infos[key] = image_headers.probe(data)
                 self.modes[key] = image_codec.stored_mode(info, spec.kind, spec.channels, spec.encoding or "png")
-            except image_codec.ImageProblem as exc:
-                raise image_codec.ImageProblem(f"{key}: {path}: {exc}") from None
+            except image_headers.ImageProblem as exc:
+                raise image_headers.ImageProblem(f"{key}: {path}: {exc}") from None
         for _, spec in files:  # after the loop: a config may list a mask before its image
             if spec.kind == "mask" and first_image is not None:
                 img, mask = self.infos[first_image], self.infos[spec.key]
                 if (img.width, img.height) != (mask.width, mask.height):
-                    raise image_codec.ImageProblem(
+                    raise image_headers.ImageProblem(
                         f"mask {spec.key!r} is {mask.width}x{mask.height} but image {first_image!r} is {img.width}x{img.height}"
                     )
 
@@ -119,8 +119,8 @@ def _naming(key: str, path: str) -> Iterator[None]:
     """Prefix an image problem with the feature and the file it came from."""
     try:
         yield
-    except image_codec.ImageProblem as exc:
-        raise image_codec.ImageProblem(f"{key}: {path}: {exc}") from None
+    except image_headers.ImageProblem as exc:
+        raise image_headers.ImageProblem(f"{key}: {path}: {exc}") from None
 
 
 class RecordMaker:
@@ -184,7 +184,7 @@ class RecordMaker:
                 try:
                     augmented = self.augmenter(arrays, record_seed(self.seed, entry.identity, copy))
                 except Exception as exc:  # albumentations raises many types for impossible params
-                    raise image_codec.ImageProblem(f"augmentation failed: {type(exc).__name__}: {exc}") from None
+                    raise image_headers.ImageProblem(f"augmentation failed: {type(exc).__name__}: {exc}") from None
                 out.append(self._example(loaded, augmented))
         for key, value in self._labels:
             self.stats.label(key, value)

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from shardkit.formats import fast_decode
-from shardkit.formats.image_codec import ImageInfo
+from shardkit.formats.image_headers import ImageInfo
 
 DOWNSCALES = ("SmallestMaxSize", "LongestMaxSize", "Resize")
 

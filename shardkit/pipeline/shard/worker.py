@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from shardkit.errors import EntryError, OutputError, WriteError
-from shardkit.formats import image_codec
+from shardkit.formats import image_headers
 from shardkit.formats.idx_sidecar import INDEX_SUFFIX, index_text
 from shardkit.formats.tfrecord import RecordWriter, file_crc32c
 from shardkit.pipeline.inputs.entries import Entry
@@ -134,7 +134,7 @@ def write_shard(task: ShardTask, progress: Progress | None = None, tick_every: f
                     inputs.append((entry.source, entry.line))
                 try:
                     records = maker.records_for(entry)
-                except image_codec.ImageProblem as exc:
+                except image_headers.ImageProblem as exc:
                     if settings.on_error != "skip":
                         raise EntryError(entry.source, entry.line, str(exc)) from None
                     skipped.append((entry.source, entry.line, str(exc)))
