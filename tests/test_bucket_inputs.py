@@ -16,7 +16,7 @@ import shardkit
 from shardkit.errors import EntryError, ShardkitError
 from shardkit.pipeline.inputs.entries import Entry
 from shardkit.pipeline.inputs.index_files import IndexFile, cut_pieces, discover, read_rows
-from shardkit.pipeline.plan.arithmetic import planner
+from shardkit.pipeline.plan import planner
 from shardkit.pipeline.shard.fetch import Fetcher
 from shardkit.storage import location
 from tests.object_stores import Store
