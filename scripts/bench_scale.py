@@ -95,13 +95,12 @@ CHILD_PLAN = (
     + r"""
 import json, sys, time, os
 from shardkit.pipeline.config import parse_config
-from shardkit.pipeline.inputs.entries import with_source_id
 from shardkit.pipeline.inputs.splits import rows_by_split, resolve_config
 from shardkit.pipeline.plan.planner import make_plan
 index, config, folder, processes = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 started = time.perf_counter()
 splits, inputs = rows_by_split([index], None, None, ())
-cfg = with_source_id(resolve_config(parse_config(config), splits))
+cfg = resolve_config(parse_config(config), splits).with_source_id()
 plan = make_plan(splits, cfg, folder, seed=0, shuffle=True, records_per_shard=None, on_error="fail", processes=processes)
 print(json.dumps({"seconds": time.perf_counter() - started, "rss_mb": peak_mb(),
                   "shards": sum(p["num_shards"] for p in plan.splits.values())}))

@@ -66,7 +66,7 @@ def workload(name: str, files: list[tuple[bytes, bytes]], pipeline: list[dict[st
     assert all(np.array_equal(image_codec.decode(m, "L", True), k) for (_, m), k in zip(files, masks, strict=True))
     normalized = normalize_pipeline(pipeline)
     compose = A.from_dict(normalized)
-    augmenter = Augmenter(normalized, ["image"], ["mask"], "exact")
+    augmenter = Augmenter(normalized, [("image", "image"), ("mask", "mask")], "exact")
     outs = [augmenter({"image": i, "mask": k}, n) for n, (i, k) in enumerate(zip(images, masks, strict=True))]
     jpegs = [image_codec.encode(o["image"], "jpeg", quality) for o in outs]
     pngs = [image_codec.encode(o["mask"], "png", 95, mask=True) for o in outs]

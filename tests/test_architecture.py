@@ -29,7 +29,7 @@ PUBLIC = {
 }  # fmt: skip
 
 # Who may import whom: a layer imports itself and the layers below it, never one beside or above.
-# cli -> api (and the public paths) -> view -> pipeline | check | read -> formats -> storage -> errors, version
+# cli -> api (and the public paths) -> view -> pipeline | check | read -> features -> formats -> storage -> errors, version
 LEAVES = {"errors", "interrupts", "units", "version"}  # import nothing of shardkit but errors
 LAYERS = {
     "errors": set(),
@@ -39,12 +39,13 @@ LAYERS = {
     "demo": set(),
     "storage": LEAVES,
     "formats": {"storage"} | LEAVES,
-    "pipeline": {"formats", "storage"} | LEAVES,
-    "check": {"formats", "storage"} | LEAVES,
-    "read": {"formats", "storage"} | LEAVES,
-    "view": {"pipeline", "check", "read", "formats", "storage"} | LEAVES,
-    "api": {"view", "pipeline", "check", "read", "formats", "storage"} | LEAVES,
-    "public": {"pipeline", "check", "read", "formats", "storage"} | LEAVES,  # shardkit.tfdata, .reader, .executors
+    "features": {"formats", "storage"} | LEAVES,
+    "pipeline": {"features", "formats", "storage"} | LEAVES,
+    "check": {"features", "formats", "storage"} | LEAVES,
+    "read": {"features", "formats", "storage"} | LEAVES,
+    "view": {"pipeline", "check", "read", "features", "formats", "storage"} | LEAVES,
+    "api": {"view", "pipeline", "check", "read", "features", "formats", "storage"} | LEAVES,
+    "public": {"pipeline", "check", "read", "features", "formats", "storage"} | LEAVES,  # shardkit.tfdata, .reader, .executors
     "package": {"api", "version"},  # shardkit/__init__.py
     "cli": {"api", "public", "package", "check"} | LEAVES,
 }

@@ -19,7 +19,7 @@ def test_geometry_moves_image_and_masks_together_and_seed_decides() -> None:
     pipeline = normalize_pipeline(
         [{"__class_fullname__": "HorizontalFlip", "p": 0.5}, {"__class_fullname__": "RandomBrightnessContrast", "p": 1.0}]
     )
-    augment = Augmenter(pipeline, ["image"], ["mask", "edges"])
+    augment = Augmenter(pipeline, [("image", "image"), ("mask", "mask"), ("edges", "mask")])
     rng = np.random.default_rng(0)
     image = rng.integers(0, 255, size=(8, 10, 3), dtype=np.uint8)
     mask = np.tile(np.arange(10, dtype=np.uint8), (8, 1))

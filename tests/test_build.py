@@ -53,7 +53,7 @@ def test_segmentation_records_equal_their_inputs(seg_data: Path, tmp_path: Path)
     config = parse_config(SEG_CONFIG)
     result = shardkit.build([seg_data], tmp_path / "out", config=config, workers=2, seed=7, progress=False)
     assert result.records == (24 + 8) * 3 and result.skipped == 0
-    augmenter = Augmenter(config.augment.pipeline, ["image"], ["mask"])  # type: ignore[union-attr]
+    augmenter = Augmenter(config.augment.pipeline, [("image", "image"), ("mask", "mask")])  # type: ignore[union-attr]
     for split, files in (("train", ["train_0.txt", "train_1.txt"]), ("val", ["val.txt"])):
         records = read_split(str(tmp_path / "out"), split)
         expected_inputs = [(name, number, cols) for name in files for number, cols in index_lines(seg_data / name)]

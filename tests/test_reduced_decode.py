@@ -153,9 +153,9 @@ def test_a_pipeline_that_only_downscales_leaves_the_rest_empty() -> None:
     from shardkit.pipeline.shard.augment import Augmenter
 
     pipeline = normalize_pipeline([{"__class_fullname__": "LongestMaxSize", "max_size": 64, "p": 1.0}])
-    augmenter = Augmenter(pipeline, ["image"], ["mask"], "reduced")
+    augmenter = Augmenter(pipeline, [("image", "image"), ("mask", "mask")], "reduced")
     assert augmenter.downscale is not None
     image, mask = np.full((48, 64, 3), 9, np.uint8), np.ones((48, 64), np.uint8)
     out = augmenter({"image": image, "mask": mask}, seed=1)
     assert np.array_equal(out["image"], image) and np.array_equal(out["mask"], mask)
-    assert Augmenter(pipeline, ["image"], ["mask"], "exact").downscale is None
+    assert Augmenter(pipeline, [("image", "image"), ("mask", "mask")], "exact").downscale is None

@@ -19,7 +19,6 @@ import shardkit
 from shardkit.cli import main
 from shardkit.errors import ConfigError, EntryError, OutputError
 from shardkit.pipeline.config import parse_config
-from shardkit.pipeline.inputs.entries import with_source_id
 from shardkit.pipeline.inputs.splits import resolve_config, rows_by_split
 from shardkit.pipeline.plan.planner import make_plan
 from tests.tfread import by_source, read_split, shard_files
@@ -172,14 +171,12 @@ def _plan_peak(tmp_path: Path, entries: int) -> tuple[int, int]:
     folder = tmp_path / f"plan{entries}"
     folder.mkdir()
     splits, _ = rows_by_split([index], None, None, ())
-    config = with_source_id(
-        resolve_config(
-            parse_config(
-                {"features": {"image": {"kind": "image", "column": 0, "encoding": "raw"}, "label": {"kind": "class_name", "column": 1}}}
-            ),
-            splits,
-        )
-    )
+    config = resolve_config(
+        parse_config(
+            {"features": {"image": {"kind": "image", "column": 0, "encoding": "raw"}, "label": {"kind": "class_name", "column": 1}}}
+        ),
+        splits,
+    ).with_source_id()
     tracemalloc.start()
     try:
         plan = make_plan(
@@ -220,7 +217,7 @@ def _plan_with(tmp_path: Path, name: str, index: Path, processes: int, on_error:
     folder.mkdir()
     splits, _ = rows_by_split([index], None, None, ())
     raw = {"features": {"image": {"kind": "image", "column": 0, "encoding": "raw"}, "label": {"kind": "class_name", "column": 1}}}
-    config = with_source_id(resolve_config(parse_config(raw), splits))
+    config = resolve_config(parse_config(raw), splits).with_source_id()
     plan = make_plan(splits, config, str(folder), seed=3, shuffle=True, records_per_shard=1000, on_error=on_error, processes=processes)
     return plan, (folder / f"{index.stem}.plan").read_bytes()
 

@@ -24,16 +24,17 @@ _MODE_CHANNELS = {"L": 1, "RGB": 3, "RGBA": 4, "I;16": 1, "LA": 2, "1": 1, "P": 
 _FORMAT = {"jpeg": "JPEG", "png": "PNG"}
 
 
-def stored_mode(info: ImageInfo, kind: str, channels: int | None, encoding: str) -> str:
-    """The Pillow mode the stored image has after any conversion."""
+def stored_mode(info: ImageInfo, class_values: bool, what: str, channels: int | None, encoding: str) -> str:
+    """The Pillow mode the stored image has after any conversion. ``class_values``: the pixels are
+    class ids (a mask), so a palette keeps its indices; ``what`` names the feature's kind in errors."""
     if encoding == "raw":
         return info.mode
     if channels is not None:
         return _CHANNEL_MODE[channels]
-    table = _MASK_MODE if kind == "mask" else _IMAGE_MODE
+    table = _MASK_MODE if class_values else _IMAGE_MODE
     mode = table.get(info.mode)
     if mode is None:
-        raise ImageProblem(f"unsupported image mode {info.mode!r} for a {kind} feature")
+        raise ImageProblem(f"unsupported image mode {info.mode!r} for a {what} feature")
     if encoding == "jpeg" and mode == "RGBA":
         return "RGB"  # JPEG has no alpha channel
     return mode

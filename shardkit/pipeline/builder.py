@@ -24,7 +24,6 @@ from shardkit.errors import OutputError, ShardkitError, WriteError
 from shardkit.formats import tfds_metadata
 from shardkit.pipeline.config import Config
 from shardkit.pipeline.executors.local_executors import Executor, InlineExecutor, PoolExecutor, default_workers
-from shardkit.pipeline.inputs.entries import with_classes, with_source_id
 from shardkit.pipeline.inputs.splits import SplitInput, fingerprint_of, resolve_config, rows_by_split
 from shardkit.pipeline.plan.planner import make_plan
 from shardkit.pipeline.plan.tasks import BuildSettings, ShardResult, ShardTask, tasks_from_plan
@@ -113,7 +112,7 @@ def build(
         splits, inputs = rows_by_split(indexes, from_folder, split, ignore)
         cfg = resolve_config(config, splits)
         if source_id:
-            cfg = with_source_id(cfg)
+            cfg = cfg.with_source_id()
         parameters = {
             "seed": seed,
             "compression": compression,
@@ -142,7 +141,7 @@ def build(
                     f"Rerun with --num-nodes {state['nodes']} and this node's original --node-index (array reruns of some tasks "
                     "change SLURM_ARRAY_TASK_COUNT, so pass them explicitly)"
                 )
-            cfg = with_classes(cfg, state["classes"])
+            cfg = cfg.with_classes(state["classes"])
             settings = BuildSettings(out_dir, cfg, seed, compression, on_error, fingerprint, fsync, index, shuffle, state["plan"])
             tasks = tasks_from_plan(state["splits"], settings)
             mine = tasks[node_index::num_nodes]  # a node's deterministic share of the one global plan
@@ -257,7 +256,7 @@ def _plan(
         "plan": name,
         "splits": plan.splits,
         "skipped": plan.skipped,
-        "classes": {s.key: list(s.classes or ()) for s in plan.config.features if s.kind == "class_name"},
+        "classes": {s.key: list(s.classes or ()) for s in plan.config.features if s.kind.has_classes},
         "config": plan.config.to_dict(),
     }
     if num_nodes > 1:

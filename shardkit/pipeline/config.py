@@ -18,52 +18,20 @@ albumentations pipeline::
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal, cast, get_args
 
 import yaml
 
 from shardkit.errors import ConfigError
+from shardkit.features.base import FeatureSpec, int_in
+from shardkit.features.registry import KINDS, kind_named
 from shardkit.storage import location
 
-Kind = Literal["image", "mask", "int64", "float", "bytes", "string", "class_name"]
-Encoding = Literal["jpeg", "png", "raw"]
 Decode = Literal["reduced", "exact"]
-KINDS: tuple[str, ...] = get_args(Kind)
-ENCODINGS: tuple[str, ...] = get_args(Encoding)
-IMAGE_KINDS = ("image", "mask")
-
-
-@dataclasses.dataclass(frozen=True)
-class FeatureSpec:
-    """One feature of the output records, filled from one input column."""
-
-    key: str
-    kind: Kind
-    column: int | str
-    encoding: Encoding | None = None  # image: jpeg/png/raw; mask: always png
-    quality: int = 95  # jpeg only
-    channels: int | None = None  # images: 1, 3 or 4; None keeps the file's own (palette -> RGB)
-    classes: tuple[str, ...] | None = None  # class_name: fixed list, or None to collect from the data
-    png_level: int | None = None  # png: zlib level 0-9; None is 1 (fast, lossless either way)
-
-    @property
-    def zlib_level(self) -> int:
-        return 1 if self.png_level is None else self.png_level
-
-    @property
-    def is_image(self) -> bool:
-        return self.kind in IMAGE_KINDS
-
-    @property
-    def dtype(self) -> str:
-        """The Example list type this feature's values are stored as."""
-        if self.kind in ("int64", "class_name"):
-            return "int64"
-        if self.kind == "float":
-            return "float"
-        return "bytes"
+SOURCE_ID = "source_id"
+IDENTITY_COLUMN = "@identity"  # the column of a feature filled with the entry's identity, not an input value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,14 +69,34 @@ class Config:
                 return spec
         raise KeyError(key)
 
+    def with_classes(self, classes: Mapping[str, Iterable[str]]) -> Config:
+        """Each class list the config leaves open filled with ``classes[key]``, sorted."""
+        features = tuple(
+            dataclasses.replace(spec, classes=tuple(sorted(classes.get(spec.key, ()))))
+            if spec.kind.has_classes and spec.classes is None
+            else spec
+            for spec in self.features
+        )
+        return dataclasses.replace(self, features=features)
+
+    def with_source_id(self) -> Config:
+        """The config plus a ``source_id`` string feature: each record's input, as its identity."""
+        if any(spec.key == SOURCE_ID for spec in self.features):
+            raise ConfigError(
+                f"features.{SOURCE_ID}",
+                "shardkit adds a source_id feature naming each record's input: rename this feature, or build with --no-source-id",
+                self.source,
+            )
+        spec = FeatureSpec(key=SOURCE_ID, kind=kind_named("string"), column=IDENTITY_COLUMN)
+        return dataclasses.replace(self, features=(*self.features, spec))
+
+    def open_classes(self) -> dict[str, set[str]]:
+        """An empty set for each feature whose class list the inputs decide."""
+        return {spec.key: set() for spec in self.features if spec.kind.has_classes and spec.classes is None}
+
     def to_dict(self) -> dict[str, Any]:
         """Canonical plain-data form: what the manifest stores and the fingerprint hashes."""
-        out: dict[str, Any] = {
-            "features": {f.key: {k: v for k, v in dataclasses.asdict(f).items() if k != "key" and v is not None} for f in self.features}
-        }
-        for f in out["features"].values():
-            if "classes" in f:
-                f["classes"] = list(f["classes"])
+        out: dict[str, Any] = {"features": {f.key: f.to_dict() for f in self.features}}
         if self.columns is not None:
             out["columns"] = list(self.columns)
         if self.augment is not None:
@@ -139,66 +127,18 @@ def _reject_unknown(mapping: Mapping[str, Any], allowed: tuple[str, ...], path: 
             raise ConfigError(where, f"unknown key (allowed: {', '.join(allowed)})", source)
 
 
-def _int_in(value: object, path: str, lo: int, hi: int, source: str | None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise ConfigError(path, f"expected an integer from {lo} to {hi}, got {value!r}", source)
-    return value
-
-
 def _parse_feature(key: str, raw: object, source: str | None) -> FeatureSpec:
     path = f"features.{key}"
     spec = _require_mapping(raw, path, source)
     _reject_unknown(spec, _FEATURE_KEYS, path, source)
-    kind = spec.get("kind")
-    if kind not in KINDS:
-        raise ConfigError(f"{path}.kind", f"unknown feature kind {kind!r} (known: {', '.join(KINDS)})", source)
+    name = spec.get("kind")
+    kind = KINDS.get(name) if isinstance(name, str) else None
+    if kind is None:
+        raise ConfigError(f"{path}.kind", f"unknown feature kind {name!r} (known: {', '.join(KINDS)})", source)
     column = spec.get("column", key)
     if isinstance(column, bool) or not isinstance(column, (int, str)) or (isinstance(column, int) and column < 0):
         raise ConfigError(f"{path}.column", f"expected a column name or a 0-based position, got {column!r}", source)
-    encoding = spec.get("encoding")
-    if kind == "image":
-        encoding = encoding or "jpeg"
-        if encoding not in ENCODINGS:
-            raise ConfigError(f"{path}.encoding", f"unknown encoding {encoding!r} (known: {', '.join(ENCODINGS)})", source)
-    elif kind == "mask":
-        if encoding not in (None, "png"):
-            raise ConfigError(f"{path}.encoding", "masks are always stored as lossless png", source)
-        encoding = "png"
-    elif encoding is not None:
-        raise ConfigError(f"{path}.encoding", f"only image features have an encoding, not {kind}", source)
-    quality = _int_in(spec.get("quality", 95), f"{path}.quality", 1, 100, source)
-    channels = spec.get("channels")
-    if channels is not None:
-        if kind not in IMAGE_KINDS or channels not in (1, 3, 4):
-            raise ConfigError(f"{path}.channels", "channels applies to image and mask features and is 1, 3 or 4", source)
-        if encoding == "jpeg" and channels == 4:
-            raise ConfigError(f"{path}.channels", "jpeg cannot store 4 channels; use png", source)
-        if encoding == "raw":
-            raise ConfigError(f"{path}.channels", "raw stores the file's bytes untouched, so channels cannot change", source)
-    png_level = spec.get("png_level")
-    if png_level is not None:
-        png_level = _int_in(png_level, f"{path}.png_level", 0, 9, source)
-        if encoding != "png":
-            raise ConfigError(f"{path}.png_level", "png_level applies to png-encoded images and to masks", source)
-    classes = spec.get("classes")
-    if classes is not None:
-        if kind != "class_name":
-            raise ConfigError(f"{path}.classes", "only class_name features take a classes list", source)
-        if not isinstance(classes, list) or not all(isinstance(c, (str, int)) for c in classes):
-            raise ConfigError(f"{path}.classes", "expected a list of class names", source)
-        classes = tuple(str(c) for c in classes)
-        if len(set(classes)) != len(classes):
-            raise ConfigError(f"{path}.classes", "class names repeat", source)
-    return FeatureSpec(
-        key=key,
-        kind=cast(Kind, kind),
-        column=column,
-        encoding=cast(Encoding | None, encoding),
-        quality=quality,
-        channels=channels,
-        classes=classes,
-        png_level=png_level,
-    )
+    return FeatureSpec(key=key, kind=kind, column=column, **kind.options(spec, path, source))
 
 
 def _parse_augment(raw: object, features: tuple[FeatureSpec, ...], source: str | None) -> AugmentSpec:
@@ -206,7 +146,7 @@ def _parse_augment(raw: object, features: tuple[FeatureSpec, ...], source: str |
 
     spec = _require_mapping(raw, "augment", source)
     _reject_unknown(spec, _AUGMENT_KEYS, "augment", source)
-    copies = _int_in(spec.get("copies", 1), "augment.copies", 0, 1000, source)
+    copies = int_in(spec.get("copies", 1), "augment.copies", 0, 1000, source)
     keep_original = spec.get("keep_original", False)
     if not isinstance(keep_original, bool):
         raise ConfigError("augment.keep_original", f"expected true or false, got {keep_original!r}", source)
@@ -221,16 +161,10 @@ def _parse_augment(raw: object, features: tuple[FeatureSpec, ...], source: str |
         pipeline = augment.normalize_pipeline(spec["pipeline"])
     except ConfigError as exc:
         raise ConfigError(f"augment.pipeline{exc.path}", exc.reason, source) from None
-    images = [f for f in features if f.kind == "image"]
-    if not images:
+    if not any(f.kind.leads for f in features):
         raise ConfigError("augment", "augmentation needs an image feature", source)
-    for f in images:
-        if f.encoding == "raw" and copies > 0:
-            raise ConfigError(
-                f"features.{f.key}.encoding",
-                "raw keeps the original bytes, but augmented copies have new pixels: use jpeg or png",
-                source,
-            )
+    for f in features:
+        f.kind.check_augment(f, copies, source)
     return AugmentSpec(pipeline=pipeline, copies=copies, keep_original=keep_original, decode=cast(Decode, decode))
 
 
@@ -247,13 +181,8 @@ def parse_config(raw: object, source: str | None = None) -> Config:
     if not raw_features:
         raise ConfigError("features", "at least one feature is needed", source)
     features = tuple(_parse_feature(str(k), v, source) for k, v in raw_features.items())
-    keys = {f.key for f in features}
     for f in features:
-        for suffix in ("height", "width", "channels"):
-            if f.is_image and f"{f.key}/{suffix}" in keys:
-                raise ConfigError(f"features.{f.key}/{suffix}", f"clashes with the size feature written beside image {f.key!r}", source)
-    if any(f.kind == "mask" for f in features) and not any(f.kind == "image" for f in features):
-        raise ConfigError("features", "a mask feature needs an image feature to belong to", source)
+        f.kind.check_config(f, features, source)
     augment_spec = _parse_augment(top["augment"], features, source) if top.get("augment") is not None else None
     preprocess = None
     if top.get("snapshot") is not None:
@@ -290,15 +219,15 @@ def infer_config(first_values: tuple[object, ...], names: tuple[str, ...] | None
     if not 1 <= len(first_values) <= 2:
         raise ConfigError("", f"the index has {len(first_values)} columns: give a --config that maps them to features")
     col0: int | str = names[0] if names else 0
-    features = [FeatureSpec(key="image", kind="image", column=col0, encoding="raw")]
+    features = [FeatureSpec(key="image", kind=kind_named("image"), column=col0, encoding="raw")]
     if len(first_values) == 2:
         second = first_values[1]
         col1: int | str = names[1] if names else 1
         text = str(second)
         if text.lower().endswith(IMAGE_SUFFIXES):
-            features.append(FeatureSpec(key="mask", kind="mask", column=col1, encoding="png"))
+            features.append(FeatureSpec(key="mask", kind=kind_named("mask"), column=col1, encoding="png"))
         elif isinstance(second, int) or text.lstrip("-").isdigit():
-            features.append(FeatureSpec(key="label", kind="int64", column=col1))
+            features.append(FeatureSpec(key="label", kind=kind_named("int64"), column=col1))
         else:
-            features.append(FeatureSpec(key="label", kind="class_name", column=col1))
+            features.append(FeatureSpec(key="label", kind=kind_named("class_name"), column=col1))
     return Config(features=tuple(features))

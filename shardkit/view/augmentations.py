@@ -25,11 +25,9 @@ from shardkit.errors import EntryError, ShardkitError
 from shardkit.formats import image_headers
 from shardkit.formats.example_proto import decode_example
 from shardkit.pipeline.config import Config
-from shardkit.pipeline.inputs.entries import Entry, checked_rows, to_entry, with_classes, with_source_id
+from shardkit.pipeline.inputs.entries import Entry, checked_rows, to_entry
 from shardkit.pipeline.inputs.index_files import Row
 from shardkit.pipeline.inputs.splits import SplitInput, resolve_config, rows_by_split
-from shardkit.pipeline.plan.plan_file import PlanSlice
-from shardkit.pipeline.plan.tasks import BuildSettings, ShardTask
 from shardkit.pipeline.shard.records import RecordMaker
 from shardkit.view import sheet
 from shardkit.view.records import decode_mask, decode_picture
@@ -97,17 +95,17 @@ def augmentation_records(
         splits = {split: splits[split]}
     cfg = resolve_config(config, splits)
     if not any(spec.key == "source_id" for spec in cfg.features):  # a config's own source_id is kept (as --no-source-id)
-        cfg = with_source_id(cfg)
-    if not any(spec.kind == "image" for spec in cfg.features):
+        cfg = cfg.with_source_id()
+    if not any(spec.kind.leads for spec in cfg.features):
         raise ShardkitError("the config has no image feature: there is nothing to preview")
     chosen, classes = _choose(splits, cfg, entries)
     if not chosen:
         raise ShardkitError("the inputs hold no entries")
-    cfg = with_classes(cfg, classes)
+    cfg = cfg.with_classes(classes)
     augment = cfg.augment
     shown = cfg if augment is None else _with_copies(cfg, copies)
-    maker = RecordMaker(_task(shown, seed))
-    fallback = None if augment is None or copies <= augment.copies else RecordMaker(_task(_with_copies(cfg, augment.copies), seed))
+    maker = RecordMaker(shown, seed)
+    fallback = None if augment is None or copies <= augment.copies else RecordMaker(_with_copies(cfg, augment.copies), seed)
     previewed = []
     for split_name, row in chosen:
         entry = to_entry(row, cfg, splits[split_name].sources[_position(splits[split_name], row)].folder)
@@ -152,8 +150,8 @@ def sheet_rows(preview: AugmentationPreview) -> list[list[sheet.Tile]]:
     """One row of tiles per entry: each record's images (the first mask over the first image),
     captioned with which record it is, its labels, and on the first tile the entry's identity."""
     cfg = preview.config
-    images = [spec.key for spec in cfg.features if spec.kind == "image"]
-    masks = [spec.key for spec in cfg.features if spec.kind == "mask"]
+    images = [spec.key for spec in cfg.features if spec.kind.leads]
+    masks = [spec.key for spec in cfg.features if spec.kind.follows_lead]
     rows = []
     for entry in preview.entries:
         row: list[sheet.Tile] = []
@@ -196,7 +194,7 @@ def _choose(splits: dict[str, SplitInput], cfg: Config, count: int) -> tuple[lis
     more than ``4 * count`` are held, every other one dropped and the stride doubled; the rows
     nearest to the evenly spaced positions are then picked from those.
     """
-    classes: dict[str, set[str]] = {spec.key: set() for spec in cfg.features if spec.kind == "class_name" and spec.classes is None}
+    classes = cfg.open_classes()
     kept: list[tuple[str, Row]] = []
     stride, seen, limit = 1, 0, 4 * max(count, 16)
     errors: list[EntryError] = []  # stays empty: with "fail" the first bad row raises
@@ -227,26 +225,18 @@ def _position(split_input: SplitInput, row: Row) -> int:
     return next(i for i, s in enumerate(split_input.sources) if s.path == row.source)
 
 
-def _task(cfg: Config, seed: int) -> ShardTask:
-    """A task for ``RecordMaker``: records depend on the config and the seed alone, not on the
-    shard, its output folder or the build's fingerprint (placeholders here)."""
-    settings = BuildSettings(out_dir="", config=cfg, seed=seed, compression=None, on_error="fail", fingerprint="")
-    return ShardTask("preview", 0, 1, PlanSlice("", 0, 0, 0), (), settings)
-
-
 def _records(maker: RecordMaker, entry: Entry, cfg: Config, full: bool) -> tuple[Record, ...]:
     try:
         data = maker.records_for(entry)
     except image_headers.ImageProblem as exc:  # as a build's worker reports it
         raise EntryError(entry.source, entry.line, str(exc)) from None
-    kinds: dict[str, str] = {spec.key: spec.kind for spec in cfg.features if spec.is_image}
+    # Each picture's key -> whether it holds class values (a mask, drawn over its image) or colours.
+    pictures = {spec.key: spec.kind.class_values for spec in cfg.features if spec.kind.augment_target is not None}
     out = []
     for copy, record in zip(maker.copies, data, strict=True):
         features: dict[str, tuple[str, list[Any]]] = {key: (dtype, list(values)) for key, (dtype, values) in decode_example(record).items()}
-        if full:  # the stored pixels, exactly (what a test compares with the build)
-            pixels = {key: _pixels(features[key][1][0], kind == "mask") for key, kind in kinds.items()}
-        else:
-            pixels = _thumbnails(features, kinds)
+        # full: the stored pixels, exactly (what a test compares with the build)
+        pixels = {key: _pixels(features[key][1][0], mask) for key, mask in pictures.items()} if full else _thumbnails(features, pictures)
         out.append(Record(copy, record, features, pixels))
     return tuple(out)
 
@@ -261,35 +251,34 @@ def _pixels(data: bytes, mask: bool) -> np.ndarray:
         return np.asarray(im)
 
 
-def _thumbnails(features: dict[str, tuple[str, list[Any]]], kinds: dict[str, str]) -> dict[str, np.ndarray]:
+def _thumbnails(features: dict[str, tuple[str, list[Any]]], pictures: dict[str, bool]) -> dict[str, np.ndarray]:
     """Images decoded as thumbnails (JPEG at a fraction of its size at once), masks shrunk alike
     by nearest neighbour: a sheet of 12-megapixel photos costs thumbnails, not full decodes."""
     out: dict[str, np.ndarray] = {}
-    first = next((key for key, kind in kinds.items() if kind != "mask"), None)
+    first = next((key for key, mask in pictures.items() if not mask), None)
     size = shown = None
     if first is not None:
         out[first], size = decode_picture(features[first][1][0])
         shown = (int(out[first].shape[1]), int(out[first].shape[0]))
-    for key, kind in kinds.items():
+    for key, mask in pictures.items():
         if key == first:
             continue
         data = features[key][1][0]
-        if kind == "mask" and size is not None and shown is not None:
-            mask = decode_mask(data, size, shown)
-            out[key] = mask if mask is not None else _pixels(data, True)
+        if mask and size is not None and shown is not None:
+            shrunk = decode_mask(data, size, shown)
+            out[key] = shrunk if shrunk is not None else _pixels(data, True)
         else:
             out[key] = decode_picture(data)[0]
     return out
 
 
 def _labels(cfg: Config, record: Record) -> list[str]:
-    """The class name of each class_name feature and the value of each single int64 one; named
+    """Each feature's label as its kind captions it (a class name, a single integer); named
     ``key: value`` where there are several (tiles are narrow: one label is shown bare)."""
     out = []
     for spec in cfg.features:
         values = record.features.get(spec.key, ("", []))[1]
-        if spec.kind == "class_name":
-            out.append((spec.key, (spec.classes or ())[values[0]]))
-        elif spec.kind == "int64" and len(values) == 1:
-            out.append((spec.key, str(values[0])))
+        caption = spec.kind.caption(values, spec.classes) if values else None
+        if caption is not None:
+            out.append((spec.key, caption))
     return [value if len(out) == 1 else f"{key}: {value}" for key, value in out]

@@ -7,17 +7,13 @@ so a bad line is reported with its file and line number and never reaches a work
 from __future__ import annotations
 
 import dataclasses
-import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from shardkit.errors import ConfigError, EntryError
-from shardkit.pipeline.config import Config, FeatureSpec
+from shardkit.features.base import BadValue, FeatureSpec
+from shardkit.pipeline.config import IDENTITY_COLUMN, Config
 from shardkit.pipeline.inputs.index_files import Row
-from shardkit.storage import location
-
-SOURCE_ID = "source_id"
-IDENTITY_COLUMN = "@identity"  # the column of a feature filled with the entry's identity, not an input value
 
 
 @dataclasses.dataclass(slots=True)  # not frozen: a frozen init costs 1 us an entry
@@ -34,77 +30,14 @@ class Entry:
     values: tuple[Any, ...]
 
 
-def _number_list(value: Any, spec: FeatureSpec, row: Row) -> list[Any]:
-    cast = int if spec.kind == "int64" else float
-    items = value if isinstance(value, list) else [value]
-    out: list[Any] = []
-    for item in items:
-        if isinstance(item, (bool, list, dict)) or item is None:
-            raise EntryError(row.source, row.line, f"{spec.key}: expected {spec.kind}, got {item!r}")
-        if cast is int and isinstance(item, float) and not item.is_integer():
-            raise EntryError(row.source, row.line, f"{spec.key}: {item!r} is not an integer")
-        try:
-            out.append(cast(item))
-        except (TypeError, ValueError, OverflowError):
-            raise EntryError(row.source, row.line, f"{spec.key}: {_short_repr(item)} is not a valid {spec.kind}") from None
-    if cast is int and any(not -(2**63) <= v < 2**63 for v in out):
-        raise EntryError(row.source, row.line, f"{spec.key}: value out of int64 range")
-    if cast is float and any(abs(v) > _FLOAT32_MAX and v not in (float("inf"), float("-inf")) for v in out):
-        raise EntryError(row.source, row.line, f"{spec.key}: value out of float32 range")
-    return out
-
-
-_FLOAT32_MAX = 3.4028234663852886e38
-
-
-def _short_repr(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
 def typed_value(row: Row, spec: FeatureSpec, txt_names: tuple[str, ...] | None, folder: str | None) -> Any:
-    """The value of ``spec`` for ``row``, converted and checked; file paths joined to ``folder``
-    (absolute: the index file's own), or left as written when ``folder`` is None."""
+    """The value of ``spec`` for ``row``, converted and checked by its kind; file paths joined to
+    ``folder`` (absolute: the index file's own), or left as written when ``folder`` is None."""
     raw = row.get(spec.column, txt_names)
-    if spec.kind in ("image", "mask", "bytes"):
-        if not isinstance(raw, str) or not raw:
-            raise EntryError(row.source, row.line, f"{spec.key}: expected a file path, got {raw!r}")
-        # Relative paths resolve against the index file's folder, not the working directory.
-        if folder is None:
-            return raw
-        if "://" in raw or "://" in folder:  # a URL, or a path in an index file in a bucket
-            return _resolve_url(row, spec, folder, raw)
-        path = raw if raw[0] == "/" else f"{folder}/{raw}"
-        return os.path.normpath(path) if "/." in path or "//" in path or path[-1] == "/" else path
-    if spec.kind in ("int64", "float"):
-        return _number_list(raw, spec, row)
-    if spec.kind == "string":
-        if isinstance(raw, (dict, list)) or raw is None:
-            raise EntryError(row.source, row.line, f"{spec.key}: expected text, got {raw!r}")
-        try:
-            return str(raw).encode("utf-8")
-        except UnicodeEncodeError:
-            raise EntryError(row.source, row.line, f"{spec.key}: text is not valid Unicode (a lone surrogate)") from None
-    # class_name
-    if isinstance(raw, (dict, list, bool)) or raw is None or raw == "":
-        raise EntryError(row.source, row.line, f"{spec.key}: expected a class name, got {raw!r}")
-    name = str(raw)
-    if spec.classes is not None and name not in spec.classes:
-        raise EntryError(row.source, row.line, f"{spec.key}: unknown class {name!r} (the config lists {len(spec.classes)} classes)")
-    return name
-
-
-def _resolve_url(row: Row, spec: FeatureSpec, folder: str, raw: str) -> str:
-    """A file path where a URL is involved: a URL as written; a relative path against a bucket
-    folder; a ``file://`` path as the local path it names."""
-    if location.is_url(raw):
-        return raw
-    path = location.local_path(raw)
-    if not path:
-        raise EntryError(row.source, row.line, f"{spec.key}: expected a file path, got {raw!r}")
-    if location.is_url(folder):
-        return location.resolve(folder, path)
-    return os.path.normpath(path if path[0] == "/" else f"{folder}/{path}")
+    try:
+        return spec.kind.typed(spec, raw, folder)
+    except BadValue as exc:
+        raise EntryError(row.source, row.line, f"{spec.key}: {exc}") from None
 
 
 def check_columns(row: Row, config: Config) -> None:
@@ -148,13 +81,13 @@ def checked_rows(
         checks.append((spec, txt_spec, classes.get(spec.key) if spec.classes is None else None))
     # In a .txt row every value is a non-empty string: its file paths need no check, and a
     # class name only the config's list (the fast path matters: planning runs it 10M times).
-    txt_checks = [c for c in checks if c[0].kind not in ("image", "mask", "bytes", "class_name")]
+    txt_checks = [c for c in checks if not c[0].kind.plain_text_ok and not c[0].kind.has_classes]
     txt_classes = [
         (txt_spec, txt_spec.column, set(spec.classes or ()), seen)
         for spec, txt_spec, seen in checks
-        if spec.kind == "class_name" and isinstance(txt_spec.column, int)
+        if spec.kind.has_classes and isinstance(txt_spec.column, int)
     ]
-    txt_checks += [c for c in checks if c[0].kind == "class_name" and not isinstance(c[1].column, int)]
+    txt_checks += [c for c in checks if c[0].kind.has_classes and not isinstance(c[1].column, int)]
     checked: set[str] = set()
     for row in rows:
         try:
@@ -180,26 +113,3 @@ def checked_rows(
             if on_error != "skip":
                 raise
             errors.append(exc)
-
-
-def with_classes(config: Config, classes: Mapping[str, Iterable[str]]) -> Config:
-    """Fill each class_name feature's class list that the config leaves open with ``classes[key]``, sorted."""
-    features = tuple(
-        dataclasses.replace(spec, classes=tuple(sorted(classes.get(spec.key, ()))))
-        if spec.kind == "class_name" and spec.classes is None
-        else spec
-        for spec in config.features
-    )
-    return dataclasses.replace(config, features=features)
-
-
-def with_source_id(config: Config) -> Config:
-    """The config plus a ``source_id`` string feature: each record's input, as its identity."""
-    if any(spec.key == SOURCE_ID for spec in config.features):
-        raise ConfigError(
-            f"features.{SOURCE_ID}",
-            "shardkit adds a source_id feature naming each record's input: rename this feature, or build with --no-source-id",
-            config.source,
-        )
-    spec = FeatureSpec(key=SOURCE_ID, kind="string", column=IDENTITY_COLUMN)
-    return dataclasses.replace(config, features=(*config.features, spec))

@@ -26,7 +26,7 @@ from typing import Any
 from shardkit.errors import EntryError
 from shardkit.interrupts import quiet_pool, stop_pool
 from shardkit.pipeline.config import Config
-from shardkit.pipeline.inputs.entries import checked_rows, to_entry, with_classes
+from shardkit.pipeline.inputs.entries import checked_rows, to_entry
 from shardkit.pipeline.inputs.index_files import Piece, Row, cut_pieces, read_rows
 from shardkit.pipeline.inputs.splits import SplitInput
 from shardkit.pipeline.plan.arithmetic import ShuffleKeys, default_entries_per_shard
@@ -79,7 +79,7 @@ def make_plan(
     progress: Progress | None = None,
 ) -> Plan:
     """Write every split's plan file into ``folder`` (which must exist); scratch space is under it."""
-    classes: dict[str, set[str]] = {spec.key: set() for spec in config.features if spec.kind == "class_name" and spec.classes is None}
+    classes = config.open_classes()
     skipped: list[dict[str, Any]] = []
     plans = {}
     for name, split_input in splits.items():  # one split at a time: memory is one split's spools
@@ -113,7 +113,7 @@ def make_plan(
             "sources": [s.to_dict() for s in sources],
             "shards": shards,
         }
-    config = with_classes(config, classes)
+    config = config.with_classes(classes)
     return Plan(plans, skipped, config)
 
 
@@ -128,7 +128,7 @@ def _fill(
     progress: Progress | None = None,
 ) -> _Spooled:
     """Check, key and spool ``rows``; ``part`` tells this pass's sample apart from other pieces'."""
-    classes: dict[str, set[str]] = {spec.key: set() for spec in config.features if spec.kind == "class_name" and spec.classes is None}
+    classes = config.open_classes()
     errors: list[EntryError] = []
     position = {s.path: i for i, s in enumerate(sources)}
     keys = [ShuffleKeys(seed, i) for i in range(len(sources))]
@@ -215,7 +215,7 @@ def _bytes_per_entry(sample: list[tuple[Any, ...]], config: Config) -> float:
     """Output bytes per entry, from the input file sizes of a uniform sample of the entries."""
     if not sample:
         return 1.0
-    file_columns = [i for i, f in enumerate(config.features) if f.kind in ("image", "mask", "bytes")]
+    file_columns = [i for i, f in enumerate(config.features) if f.kind.reads_file]
     remote = location.sizes_of([v[i] for v in sample for i in file_columns if location.is_url(v[i])])  # concurrently
     sizes = []
     for values in sample:

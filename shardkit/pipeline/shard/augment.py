@@ -59,10 +59,12 @@ def _short(exc: BaseException) -> str:
 class Augmenter:
     """A built pipeline applied to one input's images and masks together, seeded per record."""
 
-    def __init__(self, pipeline: Mapping[str, Any], image_keys: Sequence[str], mask_keys: Sequence[str], decode: str = "exact") -> None:
-        """``decode="reduced"``: when the pipeline begins with a deterministic downscale, that first
-        transform is ``self.downscale`` (``pipeline.reduced_decode``), for the caller to apply to each
-        array (shrunk at decode where it can) before calling this, which runs the rest."""
+    def __init__(self, pipeline: Mapping[str, Any], targets: Sequence[tuple[str, str]], decode: str = "exact") -> None:
+        """``targets``: (feature key, albumentations target: ``image`` or ``mask``) of each picture,
+        as its kind says. ``decode="reduced"``: when the pipeline begins with a deterministic
+        downscale, that first transform is ``self.downscale`` (``pipeline.shard.reduced_decode``),
+        for the caller to apply to each array (shrunk at decode where it can) before calling this,
+        which runs the rest."""
         import albumentations as A
 
         from shardkit.pipeline.shard.reduced_decode import Downscale, split_leading_downscale
@@ -75,18 +77,16 @@ class Augmenter:
         compose = A.from_dict(dict(pipeline))
         if not isinstance(compose, A.BaseCompose):
             compose = A.Compose([compose])
-        # The first image rides as albumentations' "image" target, the first mask as "mask"; any
-        # further ones as additional targets, so geometric transforms move them all alike.
+        # The first picture of each target rides as albumentations' own ("image", "mask"); any
+        # further ones as additional targets of that type, so geometric transforms move them all alike.
         self._targets: dict[str, str] = {}
         extra: dict[str, str] = {}
-        for i, key in enumerate(image_keys):
-            self._targets[key] = "image" if i == 0 else f"image_{i}"
+        seen: dict[str, int] = {}
+        for key, target in targets:
+            i = seen[target] = seen.get(target, -1) + 1
+            self._targets[key] = target if i == 0 else f"{target}_{i}"
             if i:
-                extra[self._targets[key]] = "image"
-        for i, key in enumerate(mask_keys):
-            self._targets[key] = "mask" if i == 0 else f"mask_{i}"
-            if i:
-                extra[self._targets[key]] = "mask"
+                extra[self._targets[key]] = target
         if extra:
             compose.add_targets(extra)
         self._compose = compose

@@ -10,12 +10,14 @@ import contextlib
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from shardkit.formats import image_codec, image_headers
-from shardkit.formats.example_proto import FeatureValue, encode_example
-from shardkit.pipeline.config import Config, FeatureSpec
+from shardkit.features.base import Features, FeatureSpec
+from shardkit.features.images import size_mismatch
+from shardkit.formats import image_codec
+from shardkit.formats.example_proto import encode_example
+from shardkit.formats.image_headers import ImageInfo, ImageProblem
+from shardkit.pipeline.config import Config
 from shardkit.pipeline.inputs.entries import Entry
 from shardkit.pipeline.plan.arithmetic import record_seed
-from shardkit.pipeline.plan.tasks import ShardTask
 from shardkit.pipeline.shard.fetch import Fetcher
 
 if TYPE_CHECKING:
@@ -31,7 +33,7 @@ class _Stats:
     def __init__(self, config: Config) -> None:
         self.lengths: dict[str, tuple[int, int]] = {}
         self.sizes: dict[str, tuple[int, int, int, int, tuple[int, ...]]] = {}
-        self.labels: dict[str, dict[str, int] | None] = {f.key: {} for f in config.features if f.kind in ("class_name", "int64")}
+        self.labels: dict[str, dict[str, int] | None] = {f.key: {} for f in config.features if f.kind.counts_labels}
 
     def label(self, key: str, value: str | None) -> None:
         """Count one record's ``value`` of ``key``; None: this value is not a label (a list)."""
@@ -59,13 +61,13 @@ class _Stats:
 
 
 class _Loaded:
-    """One entry's files read into memory, headers probed, pixels decoded on first need."""
+    """One entry's files read into memory, pictures' headers probed, pixels decoded on first need."""
 
-    def __init__(self, entry: Entry, files: list[tuple[int, FeatureSpec]], first_image: str | None, fetcher: Fetcher) -> None:
+    def __init__(self, entry: Entry, files: list[tuple[int, FeatureSpec]], lead: str | None, fetcher: Fetcher) -> None:
         self.entry = entry
         self.files: dict[str, bytes] = {}
         self.paths: dict[str, str] = {}
-        self.infos: dict[str, image_headers.ImageInfo] = {}
+        self.infos: dict[str, ImageInfo] = {}
         self.modes: dict[str, str] = {}
         self._arrays: dict[str, Any] = {}
         self._downscaled: dict[str, Any] = {}
@@ -74,27 +76,29 @@ class _Loaded:
             key = spec.key
             self.paths[key] = path
             data = self.files[key] = fetcher.read(path, key)
-            if spec.kind == "bytes":
-                continue
             try:
-                info = self.infos[key] = image_headers.probe(data)
-                self.modes[key] = image_codec.stored_mode(info, spec.kind, spec.channels, spec.encoding or "png")
-            except image_headers.ImageProblem as exc:
-                raise image_headers.ImageProblem(f"{key}: {path}: {exc}") from None
-        for _, spec in files:  # after the loop: a config may list a mask before its image
-            if spec.kind == "mask" and first_image is not None:
-                img, mask = self.infos[first_image], self.infos[spec.key]
-                if (img.width, img.height) != (mask.width, mask.height):
-                    raise image_headers.ImageProblem(
-                        f"mask {spec.key!r} is {mask.width}x{mask.height} but image {first_image!r} is {img.width}x{img.height}"
-                    )
+                stored = spec.kind.stored(spec, data)
+            except ImageProblem as exc:
+                raise ImageProblem(f"{key}: {path}: {exc}") from None
+            if stored is not None:
+                self.infos[key], self.modes[key] = stored
+        if lead is not None:  # after the loop: a config may list a mask before its image
+            for _, spec in files:
+                if spec.kind.follows_lead:
+                    problem = size_mismatch(spec.key, self.infos[spec.key], lead, self.infos[lead])
+                    if problem is not None:
+                        raise ImageProblem(problem)
+
+    def stored(self, key: str) -> tuple[ImageInfo, str]:
+        return self.infos[key], self.modes[key]
 
     def downscaled(self, spec: FeatureSpec, downscale: Downscale) -> Any:
         """The array with the pipeline's leading downscale applied: a JPEG image decoded shrunk
         where that keeps enough pixels, anything else decoded whole; once per input, for every copy."""
         if spec.key not in self._downscaled:
             info = self.infos[spec.key]
-            scale = downscale.decode_scale(info) if spec.kind == "image" else 1
+            kind = spec.kind
+            scale = downscale.decode_scale(info) if kind.shrinks_on_decode else 1
             if scale > 1:
                 with _naming(spec.key, self.paths[spec.key]):
                     array = image_codec.decode(self.files[spec.key], self.modes[spec.key], info=info, scale=scale)
@@ -103,14 +107,15 @@ class _Loaded:
                     return self._downscaled[spec.key]
                 self._arrays[spec.key] = array  # decoded whole after all (a file the fast decoder declined)
             full = self.array(spec)
-            self._downscaled[spec.key] = downscale.image(full) if spec.kind == "image" else downscale.mask(full)
+            self._downscaled[spec.key] = downscale.mask(full) if kind.class_values else downscale.image(full)
         return self._downscaled[spec.key]
 
     def array(self, spec: FeatureSpec) -> Any:
         if spec.key not in self._arrays:
+            kind = spec.kind
             with _naming(spec.key, self.paths[spec.key]):
                 data, mode = self.files[spec.key], self.modes[spec.key]
-                self._arrays[spec.key] = image_codec.decode(data, mode, spec.kind == "mask", info=self.infos[spec.key])
+                self._arrays[spec.key] = image_codec.decode(data, mode, kind.class_values, info=self.infos[spec.key])
         return self._arrays[spec.key]
 
 
@@ -119,56 +124,51 @@ def _naming(key: str, path: str) -> Iterator[None]:
     """Prefix an image problem with the feature and the file it came from."""
     try:
         yield
-    except image_headers.ImageProblem as exc:
-        raise image_headers.ImageProblem(f"{key}: {path}: {exc}") from None
+    except ImageProblem as exc:
+        raise ImageProblem(f"{key}: {path}: {exc}") from None
 
 
 class RecordMaker:
-    """Turns entries into serialized Examples: the per-record steps, each a small method."""
+    """Turns entries into serialized Examples: each feature's kind encodes it, record by record.
 
-    def __init__(self, task: ShardTask) -> None:
-        settings = task.settings
-        self.config = settings.config
-        self.seed = settings.seed
-        self.class_ids = {
-            spec.key: {name: i for i, name in enumerate(spec.classes or ())} for spec in self.config.features if spec.kind == "class_name"
-        }
+    Records depend on the config and the seed alone (never on the shard, the worker or the
+    order), so a build's worker and a preview make the same bytes from the same entry.
+    """
+
+    def __init__(self, config: Config, seed: int) -> None:
+        self.config = config
+        self.seed = seed
+        features = config.features
         self.augmenter = None
-        if self.config.augment is not None and self.config.augment.copies > 0:
+        if config.augment is not None and config.augment.copies > 0:
             from shardkit.pipeline.shard.augment import Augmenter
 
-            self.augmenter = Augmenter(
-                self.config.augment.pipeline,
-                [f.key for f in self.config.features if f.kind == "image"],
-                [f.key for f in self.config.features if f.kind == "mask"],
-                self.config.augment.decode,
-            )
-        self.stats = _Stats(self.config)
+            targets = [(f.key, f.kind.augment_target) for f in features if f.kind.augment_target is not None]
+            self.augmenter = Augmenter(config.augment.pipeline, targets, config.augment.decode)
+        self.stats = _Stats(config)
         # What every record needs, worked out once a shard rather than once a record.
-        self.file_specs = [(i, f) for i, f in enumerate(self.config.features) if f.kind in ("image", "mask", "bytes")]
-        self.first_image = next((f.key for f in self.config.features if f.kind == "image"), None)
+        self.file_specs = [(i, f) for i, f in enumerate(features) if f.kind.reads_file]
+        self.pictures = [f for f in features if f.kind.augment_target is not None]
+        self.lead = next((f.key for f in features if f.kind.leads), None)
         self.fetcher = Fetcher([i for i, _ in self.file_specs])
-        self.size_keys = {f.key: (f"{f.key}/height", f"{f.key}/width", f"{f.key}/channels") for f in self.config.features if f.is_image}
-        for f in self.config.features:  # one value a record, whatever the input: counted once here
-            if f.kind not in ("int64", "float"):
-                self.stats.lengths[f.key] = (1, 1)
-                for size_key in self.size_keys.get(f.key, ()):
-                    self.stats.lengths[size_key] = (1, 1)
+        self.encoders = [f.kind.encoder(f, self.stats) for f in features]
+        for f in features:  # one value a record, whatever the input: counted once here
+            self.stats.lengths.update(f.kind.initial_lengths(f))
         self._labels: list[tuple[str, str | None]] = []
-        augment = self.config.augment
+        augment = config.augment
         # Which record each of records_for's results is: -1 the original, then the copies.
         self.copies = ([-1] if augment is None or augment.keep_original else []) + list(range(augment.copies if augment else 0))
 
     def prefetching(self, entries: Iterable[Entry]) -> Iterator[Entry]:
         """A shard's ``entries`` as they come, while the files in buckets of the next ones are
-        fetched concurrently (``pipeline.fetch``); local files are read as each entry is made."""
+        fetched concurrently (``pipeline.shard.fetch``); local files are read as each entry is made."""
         return self.fetcher.ahead(entries)
 
     def records_for(self, entry: Entry) -> list[bytes]:
         """All records of one entry, as ``self.copies`` numbers them: the original (if kept or
         not augmenting), then the augmented copies."""
         self._labels = []  # counted once every record of the entry is made: a skipped entry counts nothing
-        loaded = _Loaded(entry, self.file_specs, self.first_image, self.fetcher)
+        loaded = _Loaded(entry, self.file_specs, self.lead, self.fetcher)
         augment = self.config.augment
         out = []
         if augment is None or augment.keep_original:
@@ -176,55 +176,21 @@ class RecordMaker:
         if augment is not None and self.augmenter is not None:
             for copy in range(augment.copies):
                 downscale = self.augmenter.downscale
-                images = [f for f in self.config.features if f.is_image]
                 if downscale is not None:
-                    arrays = {f.key: loaded.downscaled(f, downscale) for f in images}
+                    arrays = {f.key: loaded.downscaled(f, downscale) for f in self.pictures}
                 else:
-                    arrays = {f.key: loaded.array(f) for f in images}
+                    arrays = {f.key: loaded.array(f) for f in self.pictures}
                 try:
                     augmented = self.augmenter(arrays, record_seed(self.seed, entry.identity, copy))
                 except Exception as exc:  # albumentations raises many types for impossible params
-                    raise image_headers.ImageProblem(f"augmentation failed: {type(exc).__name__}: {exc}") from None
+                    raise ImageProblem(f"augmentation failed: {type(exc).__name__}: {exc}") from None
                 out.append(self._example(loaded, augmented))
         for key, value in self._labels:
             self.stats.label(key, value)
         return out
 
     def _example(self, loaded: _Loaded, augmented: dict[str, Any] | None) -> bytes:
-        features: dict[str, tuple[str, FeatureValue]] = {}
-        for spec, value in zip(self.config.features, loaded.entry.values, strict=True):
-            if spec.is_image:
-                self._image_feature(spec, loaded, augmented, features)
-            elif spec.kind == "class_name":
-                features[spec.key] = ("int64", [self.class_ids[spec.key][value]])
-                self._labels.append((spec.key, value))
-            elif spec.kind == "bytes":
-                features[spec.key] = ("bytes", [loaded.files[spec.key]])
-            elif spec.kind == "string":
-                features[spec.key] = ("bytes", [value])
-            else:
-                features[spec.key] = (spec.dtype, value)
-                self.stats.length(spec.key, len(value))
-                if spec.kind == "int64":
-                    self._labels.append((spec.key, str(value[0]) if len(value) == 1 else None))
+        features: Features = {}
+        for encode, value in zip(self.encoders, loaded.entry.values, strict=True):
+            encode(value, loaded, augmented, features, self._labels)
         return encode_example(features)
-
-    def _image_feature(
-        self, spec: FeatureSpec, loaded: _Loaded, augmented: dict[str, Any] | None, out: dict[str, tuple[str, FeatureValue]]
-    ) -> None:
-        info = loaded.infos[spec.key]
-        mode = loaded.modes[spec.key]
-        encoding = spec.encoding or "png"
-        if augmented is None and image_codec.can_pass_through(info, encoding, mode):
-            data, height, width = loaded.files[spec.key], info.height, info.width
-        else:
-            array = augmented[spec.key] if augmented is not None else loaded.array(spec)
-            data = image_codec.encode(array, encoding, spec.quality, spec.zlib_level, mask=spec.kind == "mask")
-            height, width = int(array.shape[0]), int(array.shape[1])
-        channels = image_codec.channels_of(mode)
-        height_key, width_key, channels_key = self.size_keys[spec.key]
-        out[spec.key] = ("bytes", [data])
-        out[height_key] = ("int64", [height])
-        out[width_key] = ("int64", [width])
-        out[channels_key] = ("int64", [channels])
-        self.stats.size(spec.key, height, width, channels)

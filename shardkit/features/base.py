@@ -1,0 +1,235 @@
+"""What every kind of feature answers, and the parsed config entry of one feature.
+
+A kind of feature (an image, a mask, a class label, numbers, text, a file's bytes) is one class,
+registered by name in ``features.registry``. The build, the checkers, the readers and the
+previews loop over a config's features (or a manifest's schema) and ask each one's kind: none of
+them branches on which kind it is. The defaults here serve a feature with one value per record
+that reads no file; a kind overrides what it does differently.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, Protocol
+
+import numpy as np
+
+from shardkit.errors import ConfigError
+from shardkit.formats.example_proto import FeatureValue
+from shardkit.formats.image_headers import ImageInfo
+
+Features = dict[str, tuple[str, FeatureValue]]  # key -> (Example list type, values): one record's features
+
+
+class BadValue(ValueError):
+    """A raw input value a kind cannot take; the caller adds the file, line and feature key."""
+
+
+class RecordStats(Protocol):
+    """The running statistics a shard's records give the manifest (``pipeline.shard.records``)."""
+
+    def length(self, key: str, n: int) -> None: ...
+
+    def size(self, key: str, height: int, width: int, channels: int) -> None: ...
+
+
+class Loaded(Protocol):
+    """One entry's files in memory (``pipeline.shard.records``): what an encoder reads."""
+
+    files: dict[str, bytes]
+
+    def stored(self, key: str) -> tuple[Any, str]: ...  # (ImageInfo, stored mode) of a picture
+
+    def array(self, spec: FeatureSpec) -> np.ndarray: ...
+
+
+# One feature's encoder for one shard: (the entry's value, its files, augmented arrays or None,
+# the record's features to fill, the (key, label value) pairs to count once the entry is done).
+Encoder = Callable[[Any, Loaded, "dict[str, np.ndarray] | None", Features, "list[tuple[str, str | None]]"], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class FeatureSpec:
+    """One feature of the output records, filled from one input column."""
+
+    key: str
+    kind: FeatureKind
+    column: int | str
+    encoding: str | None = None  # image: jpeg/png/raw; mask: always png
+    quality: int = 95  # jpeg only
+    channels: int | None = None  # images: 1, 3 or 4; None keeps the file's own (palette -> RGB)
+    classes: tuple[str, ...] | None = None  # class_name: fixed list, or None to collect from the data
+    png_level: int | None = None  # png: zlib level 0-9; None is 1 (fast, lossless either way)
+
+    @property
+    def zlib_level(self) -> int:
+        return 1 if self.png_level is None else self.png_level
+
+    @property
+    def dtype(self) -> str:
+        """The Example list type this feature's values are stored as."""
+        return self.kind.wire
+
+    def to_dict(self) -> dict[str, Any]:
+        """The config entry in canonical plain data (what the manifest stores and the fingerprint hashes)."""
+        out: dict[str, Any] = {}
+        for field in dataclasses.fields(self)[1:]:
+            value = getattr(self, field.name)
+            if value is not None:
+                out[field.name] = value.name if field.name == "kind" else list(value) if field.name == "classes" else value
+        return out
+
+
+def int_in(value: object, path: str, lo: int, hi: int, source: str | None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise ConfigError(path, f"expected an integer from {lo} to {hi}, got {value!r}", source)
+    return value
+
+
+def length_shape(lo: int, hi: int) -> dict[str, Any]:
+    """A schema entry's shape from the shortest and longest value list the records had."""
+    if lo == hi:
+        return {"shape": [] if lo == 1 else [lo]}
+    return {"shape": None, "ragged": True, "min_length": lo, "max_length": hi}
+
+
+class FeatureKind:
+    """The interface of a kind of feature, with the behaviour of a one-value feature that reads no file.
+
+    Kinds hold no state: one instance per kind, equal to any other instance of its class (a
+    ``FeatureSpec`` pickled to a worker compares equal to the parent's).
+    """
+
+    name: ClassVar[str]
+    wire: ClassVar[str]  # the Example list type its values are stored as: "int64", "float" or "bytes"
+    schema_dtype: ClassVar[str]  # the manifest schema's dtype: the wire type, or "string" for text
+    reads_file: ClassVar[bool] = False  # its value is a path, loaded by the worker
+    # Pictures: how many a record has of them matters to augmentation (targets), previews (tiles,
+    # overlays) and checks (masks match their image's size).
+    augment_target: ClassVar[str | None] = None  # the albumentations target it rides as, if any
+    leads: ClassVar[bool] = False  # the picture that masks belong to and augmentation needs
+    follows_lead: ClassVar[bool] = False  # must have the size of the record's leading picture
+    class_values: ClassVar[bool] = False  # pixel values are class ids: palettes kept as indices, never interpolated
+    shrinks_on_decode: ClassVar[bool] = False  # may be decoded at a fraction of its size when the pipeline begins by shrinking
+    has_classes: ClassVar[bool] = False  # its values are indices into a class list (names in the manifest)
+    counts_labels: ClassVar[bool] = False  # the manifest counts how many records carry each value
+    # Whether previews and label balance treat it as a label: "always", "by_name" (when its key
+    # reads like one: label, class, ...) or "never".
+    label_role: ClassVar[str] = "never"
+    plain_text_ok: ClassVar[bool] = False  # any non-empty word of a .txt line is a valid value
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self)
+
+    def __hash__(self) -> int:
+        return hash(type(self))
+
+    def __repr__(self) -> str:
+        return f"<{self.name} feature>"
+
+    # -- the config entry -----------------------------------------------------------------------
+
+    def options(self, raw: Mapping[str, Any], path: str, source: str | None) -> dict[str, Any]:
+        """The entry's options (encoding, quality, channels, png_level, classes) checked for this kind,
+        in this order, so an entry with several mistakes reports the same one on every kind."""
+        encoding = self.encoding(raw.get("encoding"), path, source)
+        quality = int_in(raw.get("quality", 95), f"{path}.quality", 1, 100, source)
+        channels = self.channels(raw.get("channels"), encoding, path, source)
+        png_level = raw.get("png_level")
+        if png_level is not None:
+            png_level = int_in(png_level, f"{path}.png_level", 0, 9, source)
+            if encoding != "png":
+                raise ConfigError(f"{path}.png_level", "png_level applies to png-encoded images and to masks", source)
+        classes = self.classes(raw.get("classes"), path, source)
+        return {"encoding": encoding, "quality": quality, "channels": channels, "png_level": png_level, "classes": classes}
+
+    def encoding(self, value: object, path: str, source: str | None) -> str | None:
+        if value is not None:
+            raise ConfigError(f"{path}.encoding", f"only image features have an encoding, not {self.name}", source)
+        return None
+
+    def channels(self, value: object, encoding: str | None, path: str, source: str | None) -> int | None:
+        if value is not None:
+            raise ConfigError(f"{path}.channels", "channels applies to image and mask features and is 1, 3 or 4", source)
+        return None
+
+    def classes(self, value: object, path: str, source: str | None) -> tuple[str, ...] | None:
+        if value is not None:
+            raise ConfigError(f"{path}.classes", "only class_name features take a classes list", source)
+        return None
+
+    def extra_keys(self, spec: FeatureSpec) -> tuple[str, ...]:
+        """Keys written beside the feature's own in every record."""
+        return ()
+
+    def check_config(self, spec: FeatureSpec, features: tuple[FeatureSpec, ...], source: str | None) -> None:
+        """What this feature needs from the rest of the config."""
+
+    def check_augment(self, spec: FeatureSpec, copies: int, source: str | None) -> None:
+        """Whether augmented copies can store this feature."""
+
+    # -- a raw value from an input row ----------------------------------------------------------
+
+    def typed(self, spec: FeatureSpec, raw: Any, folder: str | None) -> Any:
+        """``raw`` converted and checked; raises ``BadValue``. ``folder``: what relative file paths
+        resolve against (None leaves them as written)."""
+        raise NotImplementedError
+
+    # -- records ---------------------------------------------------------------------------------
+
+    def stored(self, spec: FeatureSpec, data: bytes) -> tuple[ImageInfo, str] | None:
+        """A picture file's header and the mode it is stored in (raises ``ImageProblem``); None
+        for a feature without pixels."""
+        return None
+
+    def initial_lengths(self, spec: FeatureSpec) -> dict[str, tuple[int, int]]:
+        """List lengths known before any record: one value a record, whatever the input."""
+        return {spec.key: (1, 1)}
+
+    def encoder(self, spec: FeatureSpec, stats: RecordStats) -> Encoder:
+        """The function that writes this feature into each record of one shard."""
+        key, wire = spec.key, self.wire
+
+        def encode(value: Any, loaded: Loaded, augmented: dict[str, np.ndarray] | None, out: Features, labels: list[Any]) -> None:
+            out[key] = (wire, [value])
+
+        return encode
+
+    # -- the manifest ----------------------------------------------------------------------------
+
+    def schema(
+        self, key: str, config: Mapping[str, Any], lengths: Mapping[str, tuple[int, int]], sizes: Mapping[str, list[Any]]
+    ) -> list[dict[str, Any]]:
+        """The manifest's schema entries for this feature: its key, and any written beside it."""
+        entry: dict[str, Any] = {"key": key, "dtype": self.schema_dtype, "kind": self.name}
+        entry.update(length_shape(*lengths.get(key, (1, 1))))
+        return [entry]
+
+    def details(self, entry: Mapping[str, Any]) -> list[str]:
+        """What ``inspect`` says of the feature beyond its dtype and shape."""
+        return []
+
+    # -- readers ---------------------------------------------------------------------------------
+
+    def tfds_feature(self, entry: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
+        """The feature in TFDS's ``features.json``."""
+        shape = entry.get("shape")
+        dims = {} if shape == [] else {"dimensions": ["-1"] if shape is None else [str(d) for d in shape]}
+        dtype = {"int64": "int64", "float": "float32", "bytes": "string"}[self.wire]
+        return {"pythonClassName": TFDS + "tensor_feature.Tensor", "tensor": {"shape": dims, "dtype": dtype, "encoding": "none"}}
+
+    def tf_decoder(self, entry: Mapping[str, Any]) -> tuple[str, int] | None:
+        """(encoding, channels) for ``shardkit.tfdata`` to decode the feature into pixels, or None."""
+        return None
+
+    def python_value(self, entry: Mapping[str, Any], values: Any, decode_images: bool) -> Any:
+        """The feature as ``ShardReader`` gives it: one value where the schema says one, else a list."""
+        return values[0] if entry.get("shape") == [] and len(values) == 1 else list(values)
+
+    def caption(self, values: list[Any], classes: list[str] | tuple[str, ...] | None) -> str | None:
+        """The feature's value as a preview tile's caption shows a label, or None when it is no label."""
+        return None
+
+
+TFDS = "tensorflow_datasets.core.features."

@@ -1,0 +1,64 @@
+"""Features whose value is a file: where a path in an input resolves, and ``bytes``, a file's bytes stored as they are."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, ClassVar
+
+import numpy as np
+
+from shardkit.features.base import BadValue, Encoder, FeatureKind, Features, FeatureSpec, Loaded, RecordStats
+from shardkit.storage import location
+
+
+def resolve_path(raw: Any, folder: str | None) -> str:
+    """A file path as an input gives it, joined to ``folder`` (absolute: the index file's own), or
+    left as written when ``folder`` is None. Relative paths resolve against the index file's
+    folder, not the working directory."""
+    if not isinstance(raw, str) or not raw:
+        raise BadValue(f"expected a file path, got {raw!r}")
+    if folder is None:
+        return raw
+    if "://" in raw or "://" in folder:  # a URL, or a path in an index file in a bucket
+        return _resolve_url(folder, raw)
+    path = raw if raw[0] == "/" else f"{folder}/{raw}"
+    return os.path.normpath(path) if "/." in path or "//" in path or path[-1] == "/" else path
+
+
+def _resolve_url(folder: str, raw: str) -> str:
+    """A file path where a URL is involved: a URL as written; a relative path against a bucket
+    folder; a ``file://`` path as the local path it names."""
+    if location.is_url(raw):
+        return raw
+    path = location.local_path(raw)
+    if not path:
+        raise BadValue(f"expected a file path, got {raw!r}")
+    if location.is_url(folder):
+        return location.resolve(folder, path)
+    return os.path.normpath(path if path[0] == "/" else f"{folder}/{path}")
+
+
+class FileKind(FeatureKind):
+    """A feature read from the file its input value names."""
+
+    reads_file: ClassVar[bool] = True
+    plain_text_ok: ClassVar[bool] = True  # any word names a path; the worker finds out whether it exists
+    wire: ClassVar[str] = "bytes"
+    schema_dtype: ClassVar[str] = "bytes"
+
+    def typed(self, spec: FeatureSpec, raw: Any, folder: str | None) -> Any:
+        return resolve_path(raw, folder)
+
+
+class BytesKind(FileKind):
+    """``bytes``: a file's bytes, stored untouched (no check of what they are)."""
+
+    name: ClassVar[str] = "bytes"
+
+    def encoder(self, spec: FeatureSpec, stats: RecordStats) -> Encoder:
+        key = spec.key
+
+        def encode(value: Any, loaded: Loaded, augmented: dict[str, np.ndarray] | None, out: Features, labels: list[Any]) -> None:
+            out[key] = ("bytes", [loaded.files[key]])
+
+        return encode

@@ -1,0 +1,189 @@
+"""Pictures: ``image`` (a photo, augmented as albumentations' image) and ``mask`` (a per-pixel
+class map that follows its image through every geometric transform, stored as lossless PNG).
+
+Each record carries the picture's bytes and ``KEY/height``, ``KEY/width`` and ``KEY/channels``.
+Original bytes pass through untouched whenever nothing changes the pixels and the file is
+already in the target format.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+
+from shardkit.errors import ConfigError
+from shardkit.features.base import TFDS, Encoder, Features, FeatureSpec, Loaded, RecordStats
+from shardkit.features.files import FileKind
+from shardkit.formats import image_codec
+from shardkit.formats.image_headers import ImageInfo, ImageProblem, probe
+
+ENCODINGS = ("jpeg", "png", "raw")
+SIZES = ("height", "width", "channels")
+# Raw files keep their own mode; decode them the way TensorFlow's decoders present them.
+_AS_DECODED = {"P": "RGB", "1": "L", "LA": "RGBA", "CMYK": "RGB", "YCbCr": "RGB"}
+
+
+class PictureKind(FileKind):
+    """A picture file: probed, decoded on need, re-encoded only when its pixels or format change."""
+
+    def channels(self, value: object, encoding: str | None, path: str, source: str | None) -> int | None:
+        if value is None:
+            return None
+        if value not in (1, 3, 4):
+            raise ConfigError(f"{path}.channels", "channels applies to image and mask features and is 1, 3 or 4", source)
+        if encoding == "jpeg" and value == 4:
+            raise ConfigError(f"{path}.channels", "jpeg cannot store 4 channels; use png", source)
+        if encoding == "raw":
+            raise ConfigError(f"{path}.channels", "raw stores the file's bytes untouched, so channels cannot change", source)
+        return int(value)  # type: ignore[call-overload]
+
+    def extra_keys(self, spec: FeatureSpec) -> tuple[str, ...]:
+        return tuple(f"{spec.key}/{suffix}" for suffix in SIZES)
+
+    def check_config(self, spec: FeatureSpec, features: tuple[FeatureSpec, ...], source: str | None) -> None:
+        keys = {f.key for f in features}
+        for extra in self.extra_keys(spec):
+            if extra in keys:
+                raise ConfigError(f"features.{extra}", f"clashes with the size feature written beside image {spec.key!r}", source)
+
+    # -- loading and encoding --------------------------------------------------------------------
+
+    def stored(self, spec: FeatureSpec, data: bytes) -> tuple[ImageInfo, str] | None:
+        info = probe(data)
+        return info, image_codec.stored_mode(info, self.class_values, self.name, spec.channels, spec.encoding or "png")
+
+    def initial_lengths(self, spec: FeatureSpec) -> dict[str, tuple[int, int]]:
+        return {key: (1, 1) for key in (spec.key, *self.extra_keys(spec))}
+
+    def encoder(self, spec: FeatureSpec, stats: RecordStats) -> Encoder:
+        key, encoding, class_values = spec.key, spec.encoding or "png", self.class_values
+        height_key, width_key, channels_key = self.extra_keys(spec)
+
+        def encode(value: Any, loaded: Loaded, augmented: dict[str, np.ndarray] | None, out: Features, labels: list[Any]) -> None:
+            info, mode = loaded.stored(key)
+            if augmented is None and image_codec.can_pass_through(info, encoding, mode):
+                data, height, width = loaded.files[key], info.height, info.width
+            else:
+                array = augmented[key] if augmented is not None else loaded.array(spec)
+                data = image_codec.encode(array, encoding, spec.quality, spec.zlib_level, mask=class_values)
+                height, width = int(array.shape[0]), int(array.shape[1])
+            channels = image_codec.channels_of(mode)
+            out[key] = ("bytes", [data])
+            out[height_key] = ("int64", [height])
+            out[width_key] = ("int64", [width])
+            out[channels_key] = ("int64", [channels])
+            stats.size(key, height, width, channels)
+
+        return encode
+
+    # -- the manifest and readers ----------------------------------------------------------------
+
+    def schema(
+        self, key: str, config: Mapping[str, Any], lengths: Mapping[str, tuple[int, int]], sizes: Mapping[str, list[Any]]
+    ) -> list[dict[str, Any]]:
+        entry = super().schema(key, config, lengths, sizes)[0]
+        entry["encoding"] = config.get("encoding", "png")
+        if key in sizes:
+            h0, h1, w0, w1, ch = sizes[key]
+            entry.update({"height": [h0, h1], "width": [w0, w1], "channels": list(ch)})
+        return [entry, *({"key": f"{key}/{suffix}", "dtype": "int64", "kind": "int64", "shape": []} for suffix in SIZES)]
+
+    def details(self, entry: Mapping[str, Any]) -> list[str]:
+        parts = [entry["encoding"]] if entry.get("encoding") else []
+        if "height" in entry:
+            h, w = entry["height"], entry["width"]
+            hs = str(h[0]) if h[0] == h[1] else f"{h[0]}-{h[1]}"
+            ws = str(w[0]) if w[0] == w[1] else f"{w[0]}-{w[1]}"
+            parts.append(f"{hs}x{ws}")
+            parts.append("channels " + ",".join(str(c) for c in entry["channels"]))
+        return parts
+
+    def tfds_feature(self, entry: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
+        channels = entry.get("channels") or []
+        image: dict[str, Any] = {"shape": {"dimensions": ["-1", "-1", str(channels[0] if len(channels) == 1 else -1)]}, "dtype": "uint8"}
+        if entry.get("encoding") in ("jpeg", "png") and len(channels) == 1:
+            # With a fixed format TFDS needs fixed channels; otherwise it sniffs the format (as for raw files).
+            image["encodingFormat"] = entry["encoding"]
+        return {"pythonClassName": TFDS + "image_feature.Image", "image": image}
+
+    def tf_decoder(self, entry: Mapping[str, Any]) -> tuple[str, int] | None:
+        channels = entry.get("channels") or [0]
+        return entry.get("encoding", "png"), channels[0] if len(channels) == 1 else 0
+
+    def python_value(self, entry: Mapping[str, Any], values: Any, decode_images: bool) -> Any:
+        if not decode_images:
+            return super().python_value(entry, values, decode_images)
+        from PIL import Image
+
+        with Image.open(io.BytesIO(values[0])) as im:
+            if im.mode in _AS_DECODED and not (self.class_values and im.mode in ("P", "1")):
+                target = "RGBA" if im.mode == "P" and "transparency" in im.info else _AS_DECODED[im.mode]
+                return np.asarray(im.convert(target))
+            return np.asarray(im).astype(np.uint8) if im.mode == "1" else np.asarray(im)
+
+    def decoded_size(self, key: str, features: Mapping[str, tuple[str, list[Any]]]) -> tuple[int, int]:
+        """(width, height) of the stored picture, checked against its size features; raises ``ImageProblem``."""
+        from PIL import Image
+
+        try:
+            with Image.open(io.BytesIO(features[key][1][0])) as im:
+                im.load()
+                size = im.width, im.height
+        except Exception as exc:  # Pillow raises many types for damaged data
+            raise ImageProblem(f"image {key!r} does not decode ({type(exc).__name__}: {exc})") from None
+        declared = tuple(int(features[f"{key}/{d}"][1][0]) for d in ("width", "height") if features.get(f"{key}/{d}", ("", []))[1])
+        if len(declared) == 2 and size != declared:
+            raise ImageProblem(f"image {key!r} decodes to {size[0]}x{size[1]} but its features say {declared[0]}x{declared[1]}")
+        return size
+
+
+class ImageKind(PictureKind):
+    """``image``: JPEG (default), PNG, or the file's own bytes (``raw``)."""
+
+    name: ClassVar[str] = "image"
+    augment_target: ClassVar[str | None] = "image"
+    leads: ClassVar[bool] = True
+    shrinks_on_decode: ClassVar[bool] = True
+
+    def encoding(self, value: object, path: str, source: str | None) -> str | None:
+        encoding = value or "jpeg"
+        if encoding not in ENCODINGS:
+            raise ConfigError(f"{path}.encoding", f"unknown encoding {encoding!r} (known: {', '.join(ENCODINGS)})", source)
+        return str(encoding)
+
+    def check_augment(self, spec: FeatureSpec, copies: int, source: str | None) -> None:
+        if spec.encoding == "raw" and copies > 0:
+            raise ConfigError(
+                f"features.{spec.key}.encoding",
+                "raw keeps the original bytes, but augmented copies have new pixels: use jpeg or png",
+                source,
+            )
+
+
+class MaskKind(PictureKind):
+    """``mask``: class ids per pixel, always lossless PNG, the size of the record's image."""
+
+    name: ClassVar[str] = "mask"
+    augment_target: ClassVar[str | None] = "mask"
+    class_values: ClassVar[bool] = True
+    follows_lead: ClassVar[bool] = True
+
+    def encoding(self, value: object, path: str, source: str | None) -> str | None:
+        if value not in (None, "png"):
+            raise ConfigError(f"{path}.encoding", "masks are always stored as lossless png", source)
+        return "png"
+
+    def check_config(self, spec: FeatureSpec, features: tuple[FeatureSpec, ...], source: str | None) -> None:
+        super().check_config(spec, features, source)
+        if not any(f.kind.leads for f in features):
+            raise ConfigError("features", "a mask feature needs an image feature to belong to", source)
+
+
+def size_mismatch(key: str, picture: ImageInfo, lead_key: str, lead: ImageInfo) -> str | None:
+    """Why a picture that follows the record's leading one cannot belong to it, or None."""
+    if (lead.width, lead.height) == (picture.width, picture.height):
+        return None
+    return f"mask {key!r} is {picture.width}x{picture.height} but image {lead_key!r} is {lead.width}x{lead.height}"

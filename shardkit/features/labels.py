@@ -1,0 +1,72 @@
+"""``class_name``: a class name in the input, its index in the class list in the record.
+
+The list is the config's ``classes``, or the sorted names the inputs hold; the manifest (and
+``KEY.labels.txt`` for TFDS) keeps the names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+
+from shardkit.errors import ConfigError
+from shardkit.features.base import TFDS, BadValue, Encoder, FeatureKind, Features, FeatureSpec, Loaded, RecordStats
+
+
+class ClassNameKind(FeatureKind):
+    name: ClassVar[str] = "class_name"
+    wire: ClassVar[str] = "int64"
+    schema_dtype: ClassVar[str] = "int64"
+    has_classes: ClassVar[bool] = True
+    counts_labels: ClassVar[bool] = True
+    label_role: ClassVar[str] = "always"
+
+    def classes(self, value: object, path: str, source: str | None) -> tuple[str, ...] | None:
+        if value is None:
+            return None
+        if not isinstance(value, list) or not all(isinstance(c, (str, int)) for c in value):
+            raise ConfigError(f"{path}.classes", "expected a list of class names", source)
+        classes = tuple(str(c) for c in value)
+        if len(set(classes)) != len(classes):
+            raise ConfigError(f"{path}.classes", "class names repeat", source)
+        return classes
+
+    def typed(self, spec: FeatureSpec, raw: Any, folder: str | None) -> Any:
+        if isinstance(raw, (dict, list, bool)) or raw is None or raw == "":
+            raise BadValue(f"expected a class name, got {raw!r}")
+        name = str(raw)
+        if spec.classes is not None and name not in spec.classes:
+            raise BadValue(f"unknown class {name!r} (the config lists {len(spec.classes)} classes)")
+        return name
+
+    def encoder(self, spec: FeatureSpec, stats: RecordStats) -> Encoder:
+        key = spec.key
+        ids = {name: i for i, name in enumerate(spec.classes or ())}
+
+        def encode(value: Any, loaded: Loaded, augmented: dict[str, np.ndarray] | None, out: Features, labels: list[Any]) -> None:
+            out[key] = ("int64", [ids[value]])
+            labels.append((key, value))
+
+        return encode
+
+    def schema(
+        self, key: str, config: Mapping[str, Any], lengths: Mapping[str, tuple[int, int]], sizes: Mapping[str, list[Any]]
+    ) -> list[dict[str, Any]]:
+        entries = super().schema(key, config, lengths, sizes)
+        entries[0]["num_classes"] = len(config.get("classes", []))
+        return entries
+
+    def details(self, entry: Mapping[str, Any]) -> list[str]:
+        return [f"{entry.get('num_classes')} classes"]
+
+    def tfds_feature(self, entry: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
+        return {"pythonClassName": TFDS + "class_label_feature.ClassLabel", "classLabel": {"numClasses": str(len(config["classes"]))}}
+
+    def python_value(self, entry: Mapping[str, Any], values: Any, decode_images: bool) -> Any:
+        array = np.asarray(values, dtype=np.int64)
+        return array[0].item() if entry.get("shape") == [] and array.size == 1 else array
+
+    def caption(self, values: list[Any], classes: list[str] | tuple[str, ...] | None) -> str | None:
+        return str((classes or ())[values[0]])

@@ -1,0 +1,113 @@
+"""``int64`` and ``float``: lists of numbers, one or more per record (ragged lengths are kept)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+
+from shardkit.features.base import BadValue, Encoder, FeatureKind, Features, FeatureSpec, Loaded, RecordStats
+
+_FLOAT32_MAX = 3.4028234663852886e38
+
+
+class NumberKind(FeatureKind):
+    """Numbers: a scalar or a list in the input, a list in the record, its lengths in the schema."""
+
+    numpy_dtype: ClassVar[type[np.generic]]
+
+    def typed(self, spec: FeatureSpec, raw: Any, folder: str | None) -> Any:
+        items = raw if isinstance(raw, list) else [raw]
+        out: list[Any] = []
+        for item in items:
+            if isinstance(item, (bool, list, dict)) or item is None:
+                raise BadValue(f"expected {self.name}, got {item!r}")
+            self.check_item(item)
+            try:
+                out.append(self.cast(item))
+            except (TypeError, ValueError, OverflowError):
+                raise BadValue(f"{_short_repr(item)} is not a valid {self.name}") from None
+        self.check_range(out)
+        return out
+
+    def cast(self, item: Any) -> Any:
+        raise NotImplementedError
+
+    def check_item(self, item: Any) -> None:
+        """A value that converts but should not (a fraction for an integer)."""
+
+    def check_range(self, values: list[Any]) -> None:
+        """Values the record's type cannot hold."""
+
+    def initial_lengths(self, spec: FeatureSpec) -> dict[str, tuple[int, int]]:
+        return {}  # a list of any length: the records tell
+
+    def encoder(self, spec: FeatureSpec, stats: RecordStats) -> Encoder:
+        key, wire = spec.key, self.wire
+
+        def encode(value: Any, loaded: Loaded, augmented: dict[str, np.ndarray] | None, out: Features, labels: list[Any]) -> None:
+            out[key] = (wire, value)
+            stats.length(key, len(value))
+
+        return encode
+
+    def python_value(self, entry: Mapping[str, Any], values: Any, decode_images: bool) -> Any:
+        array = np.asarray(values, dtype=self.numpy_dtype)
+        return array[0].item() if entry.get("shape") == [] and array.size == 1 else array
+
+
+class Int64Kind(NumberKind):
+    """``int64``: integers; a single small-valued one is counted as a label in the manifest."""
+
+    name: ClassVar[str] = "int64"
+    wire: ClassVar[str] = "int64"
+    schema_dtype: ClassVar[str] = "int64"
+    numpy_dtype: ClassVar[type[np.generic]] = np.int64
+    counts_labels: ClassVar[bool] = True
+    label_role: ClassVar[str] = "by_name"
+
+    def cast(self, item: Any) -> Any:
+        return int(item)
+
+    def check_item(self, item: Any) -> None:
+        if isinstance(item, float) and not item.is_integer():
+            raise BadValue(f"{item!r} is not an integer")
+
+    def check_range(self, values: list[Any]) -> None:
+        if any(not -(2**63) <= v < 2**63 for v in values):
+            raise BadValue("value out of int64 range")
+
+    def encoder(self, spec: FeatureSpec, stats: RecordStats) -> Encoder:
+        key = spec.key
+
+        def encode(value: Any, loaded: Loaded, augmented: dict[str, np.ndarray] | None, out: Features, labels: list[Any]) -> None:
+            out[key] = ("int64", value)
+            stats.length(key, len(value))
+            labels.append((key, str(value[0]) if len(value) == 1 else None))
+
+        return encode
+
+    def caption(self, values: list[Any], classes: list[str] | tuple[str, ...] | None) -> str | None:
+        return str(values[0]) if len(values) == 1 else None
+
+
+class FloatKind(NumberKind):
+    """``float``: numbers stored as float32 (values beyond its range are refused, infinities kept)."""
+
+    name: ClassVar[str] = "float"
+    wire: ClassVar[str] = "float"
+    schema_dtype: ClassVar[str] = "float"
+    numpy_dtype: ClassVar[type[np.generic]] = np.float32
+
+    def cast(self, item: Any) -> Any:
+        return float(item)
+
+    def check_range(self, values: list[Any]) -> None:
+        if any(abs(v) > _FLOAT32_MAX and v not in (float("inf"), float("-inf")) for v in values):
+            raise BadValue("value out of float32 range")
+
+
+def _short_repr(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
