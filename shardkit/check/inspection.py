@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from shardkit.formats import tfrecord_scan
-from shardkit.formats.example_proto import DecodeError, decode_example, decode_sequence_example, fields
+from shardkit.formats.example_proto import BYTES, DecodeError, decode_example, decode_sequence_example, fields
 from shardkit.storage.outputs import Output, expand
 
 EXAMPLE_CHARS = 40
@@ -35,7 +35,7 @@ class _KeyStats:
         n = len(values)
         self.min_length = n if self.min_length is None else min(self.min_length, n)
         self.max_length = n if self.max_length is None else max(self.max_length, n)
-        if dtype == "bytes":
+        if dtype == BYTES:
             for value in values[:4]:
                 self.looks.add(sniff(value))
         if not self.example and n:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from shardkit.check.verify import VerifyReport
+from shardkit.features.registry import of_entry
 from shardkit.units import size
 
 WIDTH = 80
@@ -30,18 +31,7 @@ def _shape(feature: dict[str, Any]) -> str:
 
 
 def _details(feature: dict[str, Any]) -> str:
-    parts = []
-    if feature.get("encoding"):
-        parts.append(feature["encoding"])
-    if "height" in feature:
-        h, w = feature["height"], feature["width"]
-        hs = str(h[0]) if h[0] == h[1] else f"{h[0]}-{h[1]}"
-        ws = str(w[0]) if w[0] == w[1] else f"{w[0]}-{w[1]}"
-        parts.append(f"{hs}x{ws}")
-        parts.append("channels " + ",".join(str(c) for c in feature["channels"]))
-    if feature.get("kind") == "class_name":
-        parts.append(f"{feature.get('num_classes')} classes")
-    return ", ".join(parts)
+    return ", ".join(of_entry(feature, feature.get("dtype", "bytes")).details(feature))
 
 
 def output_text(info: dict[str, Any]) -> list[str]:

@@ -20,9 +20,11 @@ from typing import Any
 
 from shardkit.check.inspection import sniff
 from shardkit.errors import Interrupted, ShardkitError
+from shardkit.features.registry import of_entry
 from shardkit.formats import tfrecord_scan
-from shardkit.formats.example_proto import DecodeError, decode_example
+from shardkit.formats.example_proto import BYTES, DecodeError, decode_example
 from shardkit.formats.idx_sidecar import INDEX_SUFFIX, index_text
+from shardkit.formats.image_headers import ImageProblem
 from shardkit.interrupts import quiet_pool, stop_pool
 from shardkit.storage import layout, location
 from shardkit.storage.atomic import INCOMPLETE
@@ -237,30 +239,34 @@ class _DeepChecker:
             raise _Bad(f"not a tf.train.Example ({exc})") from None
         if self.schema is None:
             for key, (dtype, values) in features.items():
-                if dtype == "bytes" and values and sniff(values[0]) in ("jpeg", "png"):  # type: ignore[arg-type]
+                if dtype == BYTES and values and sniff(values[0]) in ("jpeg", "png"):  # type: ignore[arg-type]
                     _decode_image(key, values[0])  # type: ignore[arg-type]
             return
         for key, spec in self.schema.items():
             if key not in features:
                 raise _Bad(f"feature {key!r} is missing")
             dtype, values = features[key]
-            wire = "bytes" if spec["dtype"] == "string" else spec["dtype"]
+            wire = of_entry(spec, spec["dtype"]).wire  # text is a bytes list
             if dtype != wire and values:
                 raise _Bad(f"feature {key!r} is {dtype}, the schema says {spec['dtype']}")
             shape = spec.get("shape")
             if shape is not None and len(values) != (shape[0] if shape else 1):
                 raise _Bad(f"feature {key!r} has {len(values)} values, the schema says shape {shape}")
-        sizes = {}
+        leads, followers = set(), {}
         for key, spec in self.schema.items():
-            if spec.get("kind") in ("image", "mask"):
-                size = _decode_image(key, features[key][1][0])  # type: ignore[arg-type]
-                declared = tuple(int(features[f"{key}/{d}"][1][0]) for d in ("width", "height") if features.get(f"{key}/{d}", ("", []))[1])
-                if len(declared) == 2 and size != declared:
-                    raise _Bad(f"image {key!r} decodes to {size[0]}x{size[1]} but its features say {declared[0]}x{declared[1]}")
-                sizes[key] = (spec["kind"], size)
-        image_sizes = {size for kind, size in sizes.values() if kind == "image"}
-        for key, (kind, size) in sizes.items():
-            if kind == "mask" and image_sizes and size not in image_sizes:
+            kind = of_entry(spec)
+            try:
+                size = kind.decoded_size(key, features)
+            except ImageProblem as exc:
+                raise _Bad(str(exc)) from None
+            if size is None:  # no pixels
+                continue
+            if kind.leads:
+                leads.add(size)
+            if kind.follows_lead:
+                followers[key] = size
+        for key, size in followers.items():
+            if leads and size not in leads:
                 raise _Bad(f"mask {key!r} is {size[0]}x{size[1]}, its image is not")
 
 

@@ -207,8 +207,16 @@ class FeatureKind:
         return [entry]
 
     def details(self, entry: Mapping[str, Any]) -> list[str]:
-        """What ``inspect`` says of the feature beyond its dtype and shape."""
-        return []
+        """What ``inspect`` says of the feature beyond its dtype and shape: its encoding and the
+        range of picture sizes, where the schema entry has them."""
+        parts = [entry["encoding"]] if entry.get("encoding") else []
+        if "height" in entry:
+            h, w = entry["height"], entry["width"]
+            hs = str(h[0]) if h[0] == h[1] else f"{h[0]}-{h[1]}"
+            ws = str(w[0]) if w[0] == w[1] else f"{w[0]}-{w[1]}"
+            parts.append(f"{hs}x{ws}")
+            parts.append("channels " + ",".join(str(c) for c in entry["channels"]))
+        return parts
 
     # -- readers ---------------------------------------------------------------------------------
 
@@ -226,6 +234,11 @@ class FeatureKind:
     def python_value(self, entry: Mapping[str, Any], values: Any, decode_images: bool) -> Any:
         """The feature as ``ShardReader`` gives it: one value where the schema says one, else a list."""
         return values[0] if entry.get("shape") == [] and len(values) == 1 else list(values)
+
+    def decoded_size(self, key: str, features: Mapping[str, tuple[str, list[Any]]]) -> tuple[int, int] | None:
+        """``verify --deep``: (width, height) of the stored picture, checked against its size
+        features (raises ``ImageProblem``); None for a feature without pixels."""
+        return None
 
     def caption(self, values: list[Any], classes: list[str] | tuple[str, ...] | None) -> str | None:
         """The feature's value as a preview tile's caption shows a label, or None when it is no label."""

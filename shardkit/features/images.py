@@ -91,16 +91,6 @@ class PictureKind(FileKind):
             entry.update({"height": [h0, h1], "width": [w0, w1], "channels": list(ch)})
         return [entry, *({"key": f"{key}/{suffix}", "dtype": "int64", "kind": "int64", "shape": []} for suffix in SIZES)]
 
-    def details(self, entry: Mapping[str, Any]) -> list[str]:
-        parts = [entry["encoding"]] if entry.get("encoding") else []
-        if "height" in entry:
-            h, w = entry["height"], entry["width"]
-            hs = str(h[0]) if h[0] == h[1] else f"{h[0]}-{h[1]}"
-            ws = str(w[0]) if w[0] == w[1] else f"{w[0]}-{w[1]}"
-            parts.append(f"{hs}x{ws}")
-            parts.append("channels " + ",".join(str(c) for c in entry["channels"]))
-        return parts
-
     def tfds_feature(self, entry: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
         channels = entry.get("channels") or []
         image: dict[str, Any] = {"shape": {"dimensions": ["-1", "-1", str(channels[0] if len(channels) == 1 else -1)]}, "dtype": "uint8"}
@@ -124,8 +114,7 @@ class PictureKind(FileKind):
                 return np.asarray(im.convert(target))
             return np.asarray(im).astype(np.uint8) if im.mode == "1" else np.asarray(im)
 
-    def decoded_size(self, key: str, features: Mapping[str, tuple[str, list[Any]]]) -> tuple[int, int]:
-        """(width, height) of the stored picture, checked against its size features; raises ``ImageProblem``."""
+    def decoded_size(self, key: str, features: Mapping[str, tuple[str, list[Any]]]) -> tuple[int, int] | None:
         from PIL import Image
 
         try:

@@ -59,7 +59,7 @@ class ClassNameKind(FeatureKind):
         return entries
 
     def details(self, entry: Mapping[str, Any]) -> list[str]:
-        return [f"{entry.get('num_classes')} classes"]
+        return [*super().details(entry), f"{entry.get('num_classes')} classes"]
 
     def tfds_feature(self, entry: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
         return {"pythonClassName": TFDS + "class_label_feature.ClassLabel", "classLabel": {"numClasses": str(len(config["classes"]))}}

@@ -17,11 +17,16 @@ from typing import Any, Literal
 import numpy as np
 
 Dtype = Literal["bytes", "float", "int64"]
+# The three list types of a Feature (wire types, not feature kinds: a class name or an image
+# size is an int64 list, an image or a text a bytes list).
+BYTES: Dtype = "bytes"
+FLOAT: Dtype = "float"
+INT64: Dtype = "int64"
 FeatureValue = Sequence[bytes] | Sequence[float] | Sequence[int] | np.ndarray
 
 _BYTES, _FLOAT, _INT64 = 1, 2, 3
-_DTYPE_FIELD: dict[str, int] = {"bytes": _BYTES, "float": _FLOAT, "int64": _INT64}
-_FIELD_DTYPE: dict[int, Dtype] = {_BYTES: "bytes", _FLOAT: "float", _INT64: "int64"}
+_DTYPE_FIELD: dict[str, int] = {BYTES: _BYTES, FLOAT: _FLOAT, INT64: _INT64}
+_FIELD_DTYPE: dict[int, Dtype] = {_BYTES: BYTES, _FLOAT: FLOAT, _INT64: INT64}
 
 
 def _compute_varint(value: int) -> bytes:
@@ -54,16 +59,16 @@ def _len_field(field: int, payload: bytes) -> bytes:
 
 def encode_feature(dtype: str, values: FeatureValue) -> bytes:
     """One ``Feature`` message."""
-    if dtype == "int64" and len(values) == 1:
+    if dtype == INT64 and len(values) == 1:
         value = int(values[0])  # type: ignore[arg-type]
         if 0 <= value < _SMALL_INT_FEATURES_UP_TO:
             return _SMALL_INT_FEATURES[value]
-    if dtype == "bytes":
+    if dtype == BYTES:
         body = b"".join(_len_field(1, bytes(v)) for v in values)  # type: ignore[arg-type]
-    elif dtype == "float":
+    elif dtype == FLOAT:
         packed = np.asarray(values, dtype="<f4").tobytes()
         body = _len_field(1, packed) if packed else b""
-    elif dtype == "int64":
+    elif dtype == INT64:
         packed = b"".join(_varint(int(v)) for v in values)  # type: ignore[arg-type]
         body = _len_field(1, packed) if packed else b""
     else:
@@ -106,7 +111,7 @@ def encode_example(features: Mapping[str, tuple[str, FeatureValue]]) -> bytes:
     total = 0
     for key, (dtype, values) in sorted(features.items()):
         head = _map_key(key)
-        if dtype == "bytes":
+        if dtype == BYTES:
             body = 0  # BytesList: (tag, length, value) per value
             start = len(pieces)
             for value in values:
@@ -122,7 +127,7 @@ def encode_example(features: Mapping[str, tuple[str, FeatureValue]]) -> bytes:
             entry_size = _VARINTS[entry] if entry < _VARINTS_UP_TO else _compute_varint(entry)
             pieces[start:start] = (_TAG1, entry_size, head, feature_size, _BYTES_TAG, list_size)
             total += 1 + len(entry_size) + entry
-        elif dtype == "int64" and len(values) == 1 and type(values[0]) is int and 0 <= values[0] < _SMALL_INT_FEATURES_UP_TO:
+        elif dtype == INT64 and len(values) == 1 and type(values[0]) is int and 0 <= values[0] < _SMALL_INT_FEATURES_UP_TO:
             element = _small_int_element(key, values[0])  # sizes, channels, class ids: the same few, again and again
             pieces.append(element)
             total += len(element)
@@ -191,13 +196,13 @@ def spans(buf: bytes, pos: int, end: int) -> list[tuple[int, int, int]]:
 
 
 def _decode_list(buf: bytes, dtype: Dtype, start: int, end: int) -> list[bytes] | list[float] | list[int]:
-    if dtype == "bytes":
+    if dtype == BYTES:
         items: list[bytes] = []
         for field, wire, val in fields(buf, start, end):
             if field == 1 and wire == 2 and isinstance(val, tuple):
                 items.append(buf[val[0] : val[1]])
         return items
-    if dtype == "float":
+    if dtype == FLOAT:
         floats: list[float] = []
         for field, wire, val in fields(buf, start, end):
             if field != 1:

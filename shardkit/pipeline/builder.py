@@ -21,13 +21,12 @@ from typing import Any
 
 from shardkit import interrupts
 from shardkit.errors import OutputError, ShardkitError, WriteError
-from shardkit.formats import tfds_metadata
 from shardkit.pipeline.config import Config
 from shardkit.pipeline.executors.local_executors import Executor, InlineExecutor, PoolExecutor, default_workers
 from shardkit.pipeline.inputs.splits import SplitInput, fingerprint_of, resolve_config, rows_by_split
 from shardkit.pipeline.plan.planner import make_plan
 from shardkit.pipeline.plan.tasks import BuildSettings, ShardResult, ShardTask, tasks_from_plan
-from shardkit.pipeline.state import manifest, preflight, resume, stopped
+from shardkit.pipeline.state import manifest, preflight, resume, stopped, tfds_metadata
 from shardkit.pipeline.state.bucket_lock import BucketLock, live_holders, stale_seconds
 from shardkit.pipeline.state.lock import OutputLock
 from shardkit.storage import atomic, layout, location

@@ -17,7 +17,6 @@ read of its bytes.
 from __future__ import annotations
 
 import bisect
-import io
 import os
 import struct
 from collections.abc import Iterator
@@ -26,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from shardkit.errors import CorruptShardError, ShardkitError
+from shardkit.features.registry import of_entry
 from shardkit.formats.example_proto import DecodeError, decode_example
 from shardkit.formats.idx_sidecar import INDEX_SUFFIX, parse_index, read_index
 from shardkit.formats.tfrecord import FOOTER_SIZE, HEADER_SIZE, masked_crc
@@ -126,15 +126,8 @@ class ShardReader:
             raise ShardkitError(f"{self.out}: record {index} of {self.split} is not a tf.train.Example ({exc})") from None
         out: dict[str, Any] = {}
         for key, (dtype, values) in features.items():
-            spec = self.schema.get(key, {})
-            if spec.get("kind") in ("image", "mask") and self.decode_images:
-                out[key] = _decode_image(values[0], spec.get("kind") == "mask")  # type: ignore[arg-type]
-            elif dtype == "bytes":
-                texts = [v.decode("utf-8") for v in values] if spec.get("dtype") == "string" else list(values)  # type: ignore[union-attr]
-                out[key] = texts[0] if spec.get("shape") == [] and len(texts) == 1 else texts
-            else:
-                array = np.asarray(values, dtype=np.int64 if dtype == "int64" else np.float32)
-                out[key] = array[0].item() if spec.get("shape") == [] and array.size == 1 else array
+            entry = self.schema.get(key)
+            out[key] = of_entry(entry, dtype).python_value(entry or {}, values, self.decode_images)
         return out
 
     def __getstate__(self) -> dict[str, Any]:
@@ -163,17 +156,3 @@ def _parse_fetched(index_path: str, data: bytes | None, missing: str) -> list[tu
         return parse_index(index_path, data.decode("ascii").splitlines())
     except UnicodeDecodeError as exc:
         raise ShardkitError(f"{index_path}: cannot read the index: {exc}") from None
-
-
-# Raw files keep their own mode; decode them the way TensorFlow's decoders present them.
-_AS_DECODED = {"P": "RGB", "1": "L", "LA": "RGBA", "CMYK": "RGB", "YCbCr": "RGB"}
-
-
-def _decode_image(data: bytes, mask: bool) -> np.ndarray:
-    from PIL import Image
-
-    with Image.open(io.BytesIO(data)) as im:
-        if im.mode in _AS_DECODED and not (mask and im.mode in ("P", "1")):
-            target = "RGBA" if im.mode == "P" and "transparency" in im.info else _AS_DECODED[im.mode]
-            return np.asarray(im.convert(target))
-        return np.asarray(im).astype(np.uint8) if im.mode == "1" else np.asarray(im)

@@ -19,6 +19,7 @@ from collections.abc import Collection
 from typing import Any
 
 from shardkit.errors import ShardkitError
+from shardkit.features.registry import of_entry
 from shardkit.storage import location
 
 PARSE_BATCH = 256
@@ -142,12 +143,12 @@ def load(
 
 
 def _image_decoders(manifest: dict[str, Any]) -> dict[str, tuple[str, int]]:
-    """Image key -> (encoding, channels) for the image and mask features in the schema."""
+    """Picture key -> (encoding, channels) for the features whose kind decodes them into pixels."""
     out = {}
     for f in manifest["schema"]:
-        if f.get("kind") in ("image", "mask"):
-            channels = f.get("channels") or [0]
-            out[f["key"]] = (f.get("encoding", "png"), channels[0] if len(channels) == 1 else 0)
+        decoder = of_entry(f).tf_decoder(f)
+        if decoder is not None:
+            out[f["key"]] = decoder
     return out
 
 

@@ -37,7 +37,7 @@ ERRORS = "errors.jsonl"
 
 
 def shard_name(split: str, index: int, num_shards: int, compression: str | None) -> str:
-    """``{split}-{i:05d}-of-{n:05d}.tfrecord``: TFDS' file template matches it (see formats.tfds_metadata)."""
+    """``{split}-{i:05d}-of-{n:05d}.tfrecord``: TFDS' file template matches it (see pipeline.state.tfds_metadata)."""
     suffix = ".tfrecord.gz" if compression == "gzip" else ".tfrecord"
     return f"{split}-{index:05d}-of-{num_shards:05d}{suffix}"
 

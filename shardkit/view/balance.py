@@ -18,8 +18,9 @@ from PIL import Image, ImageDraw, ImageFont
 
 from shardkit.check.inspection import label_balance
 from shardkit.errors import ShardkitError
+from shardkit.features.registry import of_entry
 from shardkit.formats import tfrecord_scan
-from shardkit.formats.example_proto import DecodeError, decode_example
+from shardkit.formats.example_proto import INT64, DecodeError, decode_example
 from shardkit.storage import location
 from shardkit.storage.outputs import Output, expand
 from shardkit.view.records import LABEL_NAMES
@@ -106,10 +107,11 @@ def _from_manifest(output: Output) -> list[Counts]:
 
 
 def _from_records(output: Output, compression: str) -> list[Counts]:
-    schema = {f["key"]: f.get("kind") for f in output.manifest.get("schema", [])}
+    roles = {f["key"]: of_entry(f).label_role for f in output.manifest.get("schema", [])}  # features the manifest does not describe: none
 
     def wanted(key: str, dtype: str, values: Sequence[Any]) -> bool:
-        return schema.get(key) == "class_name" or (schema.get(key) == "int64" and _labelish(key, dtype, values))
+        role = roles.get(key, "never")
+        return role == "always" or (role == "by_name" and _labelish(key, dtype, values))
 
     found = []
     for split, info in output.manifest["splits"].items():
@@ -119,7 +121,7 @@ def _from_records(output: Output, compression: str) -> list[Counts]:
 
 
 def _labelish(key: str, dtype: str, values: Sequence[Any]) -> bool:
-    return dtype == "int64" and len(values) == 1 and any(name in key.lower() for name in LABEL_NAMES)
+    return dtype == INT64 and len(values) == 1 and any(name in key.lower() for name in LABEL_NAMES)
 
 
 def _counted(

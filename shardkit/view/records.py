@@ -25,8 +25,9 @@ from PIL import Image
 
 from shardkit.check.inspection import sniff
 from shardkit.errors import ShardkitError
+from shardkit.features.registry import of_entry
 from shardkit.formats import image_codec, image_headers, tfrecord_scan
-from shardkit.formats.example_proto import DecodeError, decode_example
+from shardkit.formats.example_proto import BYTES, INT64, DecodeError, decode_example
 from shardkit.read.random_access import ShardReader
 from shardkit.storage import location
 from shardkit.storage.outputs import Output, expand
@@ -187,10 +188,10 @@ def roles(record: Record) -> tuple[str | None, str | None]:
     features = record.features
     if record.output is not None:
         schema = [f for f in record.output.manifest.get("schema", []) if f["key"] in features and features[f["key"]][1]]
-        image = next((f["key"] for f in schema if f.get("kind") == "image"), None)
-        mask = next((f["key"] for f in schema if f.get("kind") == "mask"), None)
+        image = next((f["key"] for f in schema if of_entry(f).leads), None)
+        mask = next((f["key"] for f in schema if of_entry(f).follows_lead), None)
         return image, mask
-    pictures = [k for k, (dtype, values) in features.items() if dtype == "bytes" and values and sniff(values[0]) in ("jpeg", "png")]
+    pictures = [k for k, (dtype, values) in features.items() if dtype == BYTES and values and sniff(values[0]) in ("jpeg", "png")]
     masks = [k for k in pictures if any(name in k.lower() for name in MASK_NAMES) and _single_channel(features[k][1][0])]
     images = sorted((k for k in pictures if k not in masks), key=lambda k: ("image" not in k.lower(), k))
     return (images[0] if images else None), (masks[0] if masks and images else None)
@@ -200,7 +201,7 @@ def captions(record: Record) -> list[str]:
     """The record's identity, its labels (class names where the manifest has them), where it is."""
     features = record.features
     lines = []
-    identity = next((k for k in IDENTITY_KEYS if features.get(k, ("", []))[0] == "bytes" and features[k][1]), None)
+    identity = next((k for k in IDENTITY_KEYS if features.get(k, ("", []))[0] == BYTES and features[k][1]), None)
     if identity is not None:
         lines.append(_text(features[identity][1][0]))
     labels = [_label(record, key) for key in sorted(features) if _is_label(record, key)]
@@ -213,13 +214,12 @@ def captions(record: Record) -> list[str]:
 def _is_label(record: Record, key: str) -> bool:
     dtype, values = record.features[key]
     if record.output is not None:
-        kind = next((f.get("kind") for f in record.output.manifest.get("schema", []) if f["key"] == key), None)
-        if kind == "class_name":
-            return True
-        if kind not in ("int64", "string", None):
-            return False
+        entry = next((f for f in record.output.manifest.get("schema", []) if f["key"] == key), None)
+        role = of_entry(entry).label_role if entry is not None else "by_name"
+        if role != "by_name":
+            return role == "always"
     named = any(name in key.lower() for name in LABEL_NAMES)
-    return named and len(values) >= 1 and (dtype == "int64" or (dtype == "bytes" and sniff(values[0]) == "text"))
+    return named and len(values) >= 1 and (dtype == INT64 or (dtype == BYTES and sniff(values[0]) == "text"))
 
 
 def _label(record: Record, key: str) -> str:

@@ -60,6 +60,9 @@ def split_leading_downscale(pipeline: Mapping[str, Any]) -> tuple[dict[str, Any]
 def _name(transform: Mapping[str, Any]) -> str:
     return str(transform.get("__class_fullname__", "")).rsplit(".", 1)[-1]
 
+# albumentations' ``area_for_downscale`` values that make a shrinking transform use INTER_AREA on images.
+_AREA_FOR_IMAGES = frozenset({"image", "image_mask"})
+
 
 class Downscale:
     """The leading transform of a pipeline, applied on its own to full-size or reduced arrays."""
@@ -90,7 +93,7 @@ class Downscale:
         return th, tw, th < height or tw < width
 
     def _interpolation(self, shrinks: bool) -> int:
-        if shrinks and self._transform.area_for_downscale in ("image", "image_mask"):
+        if shrinks and self._transform.area_for_downscale in _AREA_FOR_IMAGES:
             return self._area
         return int(self._transform.interpolation)
 

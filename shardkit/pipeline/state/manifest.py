@@ -11,18 +11,13 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from shardkit.features.registry import kind_named
 from shardkit.pipeline.plan.tasks import ShardResult
 from shardkit.storage import layout, location
 from shardkit.version import __version__
 
 FORMAT = "shardkit.manifest"
 VERSION = 1
-
-
-def _length_shape(lo: int, hi: int) -> dict[str, Any]:
-    if lo == hi:
-        return {"shape": [] if lo == 1 else [lo]}
-    return {"shape": None, "ragged": True, "min_length": lo, "max_length": hi}
 
 
 def schema(config: Mapping[str, Any], shards: Iterable[ShardResult]) -> list[dict[str, Any]]:
@@ -44,21 +39,7 @@ def schema(config: Mapping[str, Any], shards: Iterable[ShardResult]) -> list[dic
             ]
     out: list[dict[str, Any]] = []
     for key, spec in config["features"].items():
-        kind = spec["kind"]
-        dtype = {"int64": "int64", "class_name": "int64", "float": "float", "string": "string"}.get(kind, "bytes")
-        entry: dict[str, Any] = {"key": key, "dtype": dtype, "kind": kind}
-        entry.update(_length_shape(*lengths.get(key, (1, 1))))
-        if kind in ("image", "mask"):
-            entry["encoding"] = spec.get("encoding", "png")
-            if key in sizes:
-                h0, h1, w0, w1, ch = sizes[key]
-                entry.update({"height": [h0, h1], "width": [w0, w1], "channels": list(ch)})
-        if kind == "class_name":
-            entry["num_classes"] = len(spec.get("classes", []))
-        out.append(entry)
-        if kind in ("image", "mask"):
-            for suffix in ("height", "width", "channels"):
-                out.append({"key": f"{key}/{suffix}", "dtype": "int64", "kind": "int64", "shape": []})
+        out.extend(kind_named(spec["kind"]).schema(key, spec, lengths, sizes))
     return out
 
 
@@ -104,7 +85,7 @@ def make_manifest(state: Mapping[str, Any], shards: Iterable[ShardResult], run: 
         "run": dict(run or {}),
         "config": config,
         "schema": schema(config, shards),
-        "classes": {k: v["classes"] for k, v in config["features"].items() if v["kind"] == "class_name"},
+        "classes": {k: v["classes"] for k, v in config["features"].items() if kind_named(v["kind"]).has_classes},
         "splits": splits,
         "totals": {
             "records": sum(v["records"] for v in splits.values()),

@@ -2,8 +2,9 @@
 
 Written from the manifest as plain JSON (no TFDS import): ``dataset_info.json`` with a file
 template that matches shardkit's own shard names (``{SPLIT}-{SHARD_X_OF_Y}.{FILEFORMAT}``), so
-one set of files serves both; ``features.json`` with images and masks as ``Image``, class names
-as ``ClassLabel`` (names in ``KEY.labels.txt``), numbers as ``Tensor``, strings as ``Text``. The
+one set of files serves both; ``features.json`` with each feature as its kind describes it to TFDS
+(images and masks as ``Image``, class names as ``ClassLabel`` with names in ``KEY.labels.txt``,
+numbers as ``Tensor``, strings as ``Text``). The
 ``KEY/height``-style size features stay out of it: TFDS reads ``/`` as nesting, and they remain
 in every record for tf.data readers.
 """
@@ -13,36 +14,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from shardkit.features.base import TFDS
+from shardkit.features.registry import of_entry
 from shardkit.storage import atomic
 
 DATASET_INFO = "dataset_info.json"
 FEATURES = "features.json"
-_CLS = "tensorflow_datasets.core.features."
-_DTYPES = {"int64": "int64", "float": "float32", "bytes": "string"}
-
-
-def _feature(spec: dict[str, Any], config_feature: dict[str, Any]) -> dict[str, Any] | None:
-    kind = spec.get("kind")
-    if kind in ("image", "mask"):
-        channels = spec.get("channels") or []
-        image: dict[str, Any] = {"shape": {"dimensions": ["-1", "-1", str(channels[0] if len(channels) == 1 else -1)]}, "dtype": "uint8"}
-        if spec.get("encoding") in ("jpeg", "png") and len(channels) == 1:
-            # With a fixed format TFDS needs fixed channels; otherwise it sniffs the format (as for raw files).
-            image["encodingFormat"] = spec["encoding"]
-        return {"pythonClassName": _CLS + "image_feature.Image", "image": image}
-    if kind == "class_name":
-        return {
-            "pythonClassName": _CLS + "class_label_feature.ClassLabel",
-            "classLabel": {"numClasses": str(len(config_feature["classes"]))},
-        }
-    if spec.get("dtype") == "string":
-        return {"pythonClassName": _CLS + "text_feature.Text", "text": {}}
-    shape = spec.get("shape")
-    dims = {} if shape == [] else {"dimensions": ["-1"] if shape is None else [str(d) for d in shape]}
-    return {
-        "pythonClassName": _CLS + "tensor_feature.Tensor",
-        "tensor": {"shape": dims, "dtype": _DTYPES[spec["dtype"]], "encoding": "none"},
-    }
 
 
 def write(out_dir: str, manifest: dict[str, Any], durable: bool = True) -> list[str]:
@@ -54,7 +31,7 @@ def write(out_dir: str, manifest: dict[str, Any], durable: bool = True) -> list[
     for spec in manifest["schema"]:
         key = spec["key"]
         if key in config_features:  # not the size features beside images
-            features[key] = _feature(spec, config_features[key])
+            features[key] = of_entry(spec).tfds_feature(spec, config_features[key])
     splits = [
         {
             "filepathTemplate": "{SPLIT}-{SHARD_X_OF_Y}.{FILEFORMAT}",
@@ -75,7 +52,7 @@ def write(out_dir: str, manifest: dict[str, Any], durable: bool = True) -> list[
     atomic.write_json(os.path.join(out_dir, DATASET_INFO), info, durable)
     atomic.write_json(
         os.path.join(out_dir, FEATURES),
-        {"featuresDict": {"features": features}, "pythonClassName": _CLS + "features_dict.FeaturesDict"},
+        {"featuresDict": {"features": features}, "pythonClassName": TFDS + "features_dict.FeaturesDict"},
         durable,
     )
     written = [DATASET_INFO, FEATURES]
