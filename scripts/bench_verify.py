@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from shardkit.formats.tfrecord import frame  # noqa: E402
+from shardkit.formats.tfrecord_io import frame  # noqa: E402
 from shardkit.formats.tfrecord_scan import scan  # noqa: E402
 
 

@@ -17,7 +17,7 @@ from shardkit.errors import ConfigError
 from shardkit.formats.idx_sidecar import IndexReport
 from shardkit.formats.idx_sidecar import write_idx_files as _write_idx_files
 from shardkit.pipeline.builder import BuildResult, build, finalize
-from shardkit.read.snapshot import DEFAULT_NUM_SHARDS, SnapshotResult
+from shardkit.read.materialize import DEFAULT_NUM_SHARDS, SnapshotResult
 from shardkit.storage.outputs import expand
 from shardkit.view.preview import preview
 
@@ -60,7 +60,7 @@ def materialize_snapshot(
     """Run ``preprocess`` (``module:function`` or ``file.py:function``, or the config's
     ``snapshot.preprocess``) over ``src``'s split once and save it with ``tf.data.Dataset.save``."""
     from shardkit.pipeline.config import load_config
-    from shardkit.read.snapshot import materialize_snapshot as materialize
+    from shardkit.read.materialize import materialize_snapshot as materialize
 
     if preprocess is None and config is not None:
         preprocess = load_config(config).snapshot_preprocess

@@ -169,3 +169,82 @@ def test_the_package_re_exports_exactly_the_api() -> None:
     import shardkit.api
 
     assert set(shardkit.__all__) - {"__version__"} == set(shardkit.api.__all__)
+
+
+# -- extension points: a kind of feature or an input format is a class, not a branch in many files --
+
+KIND_NAMES = {"image", "mask", "int64", "float", "bytes", "string", "class_name"}
+
+
+def _compared_literals(module: str) -> set[str]:
+    """The string constants a module compares anything with (==, !=, in, not in, match cases)."""
+    found: set[str] = set()
+
+    def strings(node: ast.AST) -> set[str]:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return {node.value}
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return set().union(*(strings(e) for e in node.elts)) if node.elts else set()
+        return set()
+
+    for node in ast.walk(ast.parse(_source(module))):
+        if isinstance(node, ast.Compare):
+            for side in (node.left, *node.comparators):
+                found |= strings(side)
+        elif isinstance(node, ast.MatchValue):
+            found |= strings(node.value)
+    return found
+
+
+def _kind_class_checks(module: str) -> bool:
+    """Whether a module asks ``isinstance(x, SomeKind)``."""
+    return any(
+        isinstance(node, ast.Call)
+        and ast.unparse(node.func) == "isinstance"
+        and len(node.args) == 2
+        and "Kind" in ast.unparse(node.args[1])
+        for node in ast.walk(ast.parse(_source(module)))
+    )
+
+
+def test_at_most_three_modules_compare_with_a_kind() -> None:
+    comparing = sorted(m for m in MODULES if _compared_literals(m) & KIND_NAMES or _kind_class_checks(m))
+    assert len(comparing) <= 3, f"these modules branch on a feature kind; ask the kind instead (features/): {comparing}"
+
+
+def test_no_folder_holds_more_than_twelve_modules_and_no_name_prefixes_another() -> None:
+    folders: dict[Path, list[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        folders.setdefault(path.parent, []).append(path.stem)
+    for folder, stems in folders.items():
+        modules = [s for s in stems if s not in ("__init__", "__main__")]
+        assert len(modules) <= 12, f"{folder}: {len(modules)} modules; split it into folders by phase"
+        clashes = [(a, b) for a in modules for b in modules if a != b and b.startswith(a)]
+        assert not clashes, f"{folder}: names a reader must guess between: {clashes}"
+    top = [p for p in PACKAGE.glob("*.py") if p.stem not in ("__init__", "__main__")]
+    assert len(top) <= 10, sorted(p.name for p in top)
+
+
+def test_no_import_circles_not_even_for_types() -> None:
+    graph = {m: shardkit_imports(m) - {m} for m in MODULES}
+    # A package's __init__ importing its own modules is how it hands names on, not a circle.
+    for module in graph:
+        graph[module] = {m for m in graph[module] if not (module == m.rsplit(".", 1)[0] and _is_package(module))}
+    state: dict[str, int] = {}
+
+    def visit(module: str, trail: list[str]) -> None:
+        state[module] = 1
+        for target in sorted(graph.get(module, ())):
+            if state.get(target) == 1:
+                raise AssertionError("import circle: " + " -> ".join([*trail[trail.index(target) :], target]))
+            if target not in state:
+                visit(target, [*trail, target])
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+
+
+def _is_package(module: str) -> bool:
+    return (PACKAGE.joinpath(*module.split(".")[1:]) / "__init__.py").exists()

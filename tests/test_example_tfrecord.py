@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from shardkit.errors import CorruptShardError
 from shardkit.formats.example_proto import decode_example, encode_example
-from shardkit.formats.tfrecord import RecordWriter, file_crc32c, frame, masked_crc, read_records
+from shardkit.formats.tfrecord_io import RecordWriter, file_crc32c, frame, masked_crc, read_records
 
 EXAMPLES = [
     {"a": ("bytes", [b"hello", b"", bytes(range(256))]), "n": ("int64", [0, 1, -1, 2**63 - 1, -(2**63)]), "f": ("float", [0.5, -2.25])},

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 import shardkit
 from shardkit.cli import main
 from shardkit.errors import ShardkitError
-from shardkit.read.snapshot import materialize_snapshot
+from shardkit.read.materialize import materialize_snapshot
 from shardkit.tfdata import load
 from tests.tfread import read_split
 
@@ -132,7 +132,7 @@ def test_snapshot_cli(out: Path, prep_file: Path, tmp_path: Path) -> None:
 def test_a_killed_materialization_never_looks_complete(out: Path, prep_file: Path, tmp_path: Path) -> None:
     snap = tmp_path / "snap"
     code = (
-        "from shardkit.read.snapshot import materialize_snapshot\n"
+        "from shardkit.read.materialize import materialize_snapshot\n"
         f"materialize_snapshot({str(out)!r}, {str(snap)!r}, {f'{prep_file}:slow'!r}, progress=False)\n"
     )
     proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True, stderr=subprocess.DEVNULL)

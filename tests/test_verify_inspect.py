@@ -18,7 +18,7 @@ from shardkit.check.inspection import infer
 from shardkit.check.verify import verify
 from shardkit.cli import main
 from shardkit.formats import tfrecord_scan
-from shardkit.formats.tfrecord import frame
+from shardkit.formats.tfrecord_io import frame
 
 
 def write_tf_records(path: Path, compression: str = "") -> None:

@@ -19,7 +19,7 @@ from typing import IO, Protocol
 import crc32c
 
 from shardkit.errors import ShardkitError
-from shardkit.formats.tfrecord import FOOTER_SIZE, HEADER_SIZE
+from shardkit.formats.tfrecord_io import FOOTER_SIZE, HEADER_SIZE
 from shardkit.storage import location
 
 CHUNK = 8 << 20

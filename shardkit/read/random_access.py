@@ -28,7 +28,7 @@ from shardkit.errors import CorruptShardError, ShardkitError
 from shardkit.features.registry import of_entry
 from shardkit.formats.example_proto import DecodeError, decode_example
 from shardkit.formats.idx_sidecar import INDEX_SUFFIX, parse_index, read_index
-from shardkit.formats.tfrecord import FOOTER_SIZE, HEADER_SIZE, masked_crc
+from shardkit.formats.tfrecord_io import FOOTER_SIZE, HEADER_SIZE, masked_crc
 from shardkit.storage import location
 from shardkit.storage.outputs import load_output
 

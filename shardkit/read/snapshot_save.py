@@ -1,7 +1,7 @@
 """The TensorFlow half of ``snapshot-materialize``: a program the parent runs, and can stop.
 
 ``tf.data.Dataset.save`` is one blocking call into TensorFlow's C++ runtime: a process in it
-sees Ctrl-C only when the whole save has finished. So the parent (``read.snapshot``) runs
+sees Ctrl-C only when the whole save has finished. So the parent (``read.materialize``) runs
 ``python -m shardkit.read.snapshot_save`` (a fresh interpreter: it re-runs none of the caller's
 script, as multiprocessing's spawn would, and inherits no TensorFlow state, as a fork would),
 draws its progress, and on Ctrl-C or SIGTERM ends it and removes its temp folder at once.
@@ -143,7 +143,7 @@ def _materialize(request: SaveRequest, progress: _Progress | None) -> dict[str, 
 
 def load_preprocess(spec: str) -> Callable[..., Any]:
     """Import ``module:function`` or ``path/to/file.py:function`` (the parent has checked its form,
-    found its source and named it: ``read.snapshot.preprocess_identity``)."""
+    found its source and named it: ``read.materialize.preprocess_identity``)."""
     module_name, _, function_name = spec.rpartition(":")
     try:
         if module_name.endswith(".py"):

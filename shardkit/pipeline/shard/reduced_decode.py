@@ -60,6 +60,7 @@ def split_leading_downscale(pipeline: Mapping[str, Any]) -> tuple[dict[str, Any]
 def _name(transform: Mapping[str, Any]) -> str:
     return str(transform.get("__class_fullname__", "")).rsplit(".", 1)[-1]
 
+
 # albumentations' ``area_for_downscale`` values that make a shrinking transform use INTER_AREA on images.
 _AREA_FOR_IMAGES = frozenset({"image", "image_mask"})
 

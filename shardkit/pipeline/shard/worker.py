@@ -21,7 +21,7 @@ from typing import Any
 from shardkit.errors import EntryError, OutputError, WriteError
 from shardkit.formats import image_headers
 from shardkit.formats.idx_sidecar import INDEX_SUFFIX, index_text
-from shardkit.formats.tfrecord import RecordWriter, file_crc32c
+from shardkit.formats.tfrecord_io import RecordWriter, file_crc32c
 from shardkit.pipeline.inputs.entries import Entry
 from shardkit.pipeline.plan.arithmetic import record_key
 from shardkit.pipeline.plan.plan_file import read_entries
