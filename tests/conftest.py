@@ -64,6 +64,13 @@ def augmented_reference(augmented: Path, tmp_path_factory: pytest.TempPathFactor
     return out
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that needs a local object store server is a bucket test, however it asks for one."""
+    for item in items:
+        if {"store", "s3_store", "gcs_store"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.bucket)
+
+
 # Object stores: real local servers, one of each per session, started only by tests that ask.
 ALL_STORE_VARIABLES = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION", "STORAGE_EMULATOR_HOST")
 

@@ -397,10 +397,11 @@ def test_a_cluster_that_cannot_load_shardkit_tasks_is_one_clear_error_not_a_hang
 
     # shardkit installed without one of its dependencies: the package imports, its executors do not.
     broken = tmp_path / "site" / "shardkit"
-    (broken / "pipeline").mkdir(parents=True)
+    (broken / "pipeline" / "executors").mkdir(parents=True)
     (broken / "__init__.py").write_text(f"__version__ = {shardkit.__version__!r}\n")
     (broken / "pipeline" / "__init__.py").write_text("")
-    (broken / "pipeline" / "dask_executor.py").write_text("raise ImportError(\"No module named 'crc32c'\")\n")
+    (broken / "pipeline" / "executors" / "__init__.py").write_text("")
+    (broken / "pipeline" / "executors" / "dask_executor.py").write_text("raise ImportError(\"No module named 'crc32c'\")\n")
     env = {**ENV, "PYTHONPATH": str(broken.parent)}  # shadows the installed shardkit there only
     why = r"cannot import shardkit \(ImportError: No module named 'crc32c'\): install shardkit [0-9.]+ with its dependencies on the"
     out = tmp_path / "out"
