@@ -20,7 +20,7 @@ from shardkit.errors import EntryError, ShardkitError
 from shardkit.pipeline.config import Config, infer_config, load_config
 from shardkit.pipeline.inputs.image_folders import folder_rows, folder_split_rows, folder_splits
 from shardkit.pipeline.inputs.index_files import IndexFile, Row, discover, read_rows
-from shardkit.pipeline.plan.plan_file import PlanSource
+from shardkit.pipeline.inputs.sources import PlanSource
 from shardkit.storage import location
 
 

@@ -12,32 +12,14 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
 
 from shardkit.pipeline.config import Config
 from shardkit.pipeline.inputs.entries import Entry, to_entry
 from shardkit.pipeline.inputs.index_files import FOLDER_COLUMNS, Row
+from shardkit.pipeline.inputs.sources import PlanSource
 from shardkit.pipeline.plan.arithmetic import shard_bounds
 from shardkit.storage import location
 from shardkit.storage.atomic import flush_to_disk
-
-
-@dataclasses.dataclass(frozen=True)
-class PlanSource:
-    """One input of a split: an index file, or one split's root of an ImageFolder tree."""
-
-    path: str  # as given: what error messages name
-    folder: str  # absolute: what relative paths inside it resolve against, on any machine
-    format: str  # txt, csv, tsv, jsonl or folder
-    names: tuple[str, ...] | None = None  # csv/tsv header
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "folder": self.folder, "format": self.format, "names": list(self.names) if self.names else None}
-
-    @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> PlanSource:
-        names = raw.get("names")
-        return cls(raw["path"], raw["folder"], raw["format"], tuple(names) if names else None)
 
 
 @dataclasses.dataclass(frozen=True)

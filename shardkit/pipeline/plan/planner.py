@@ -28,9 +28,10 @@ from shardkit.interrupts import quiet_pool, stop_pool
 from shardkit.pipeline.config import Config
 from shardkit.pipeline.inputs.entries import checked_rows, to_entry
 from shardkit.pipeline.inputs.index_files import Piece, Row, cut_pieces, read_rows
+from shardkit.pipeline.inputs.sources import PlanSource
 from shardkit.pipeline.inputs.splits import SplitInput
 from shardkit.pipeline.plan.arithmetic import ShuffleKeys, default_entries_per_shard
-from shardkit.pipeline.plan.plan_file import PlanSource, encode_line, write_plan
+from shardkit.pipeline.plan.plan_file import encode_line, write_plan
 from shardkit.pipeline.plan.spool import BUFFER_BYTES, Spool, merged
 from shardkit.storage import location
 

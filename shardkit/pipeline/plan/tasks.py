@@ -11,7 +11,8 @@ import dataclasses
 from typing import Any
 
 from shardkit.pipeline.config import Config
-from shardkit.pipeline.plan.plan_file import PlanSlice, PlanSource
+from shardkit.pipeline.inputs.sources import PlanSource
+from shardkit.pipeline.plan.plan_file import PlanSlice
 from shardkit.storage import location
 from shardkit.storage.layout import shard_name, state_dir
 

@@ -1,0 +1,28 @@
+"""``PlanSource``: one input of a split as the build state keeps it, and what a worker needs of it.
+
+It belongs to the inputs phase (they make it); the plan stores it beside its lines, which name a
+source by its position among the split's sources.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanSource:
+    """One input of a split: an index file, or one split's root of an ImageFolder tree."""
+
+    path: str  # as given: what error messages name
+    folder: str  # absolute: what relative paths inside it resolve against, on any machine
+    format: str  # txt, csv, tsv, jsonl or folder
+    names: tuple[str, ...] | None = None  # csv/tsv header
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "folder": self.folder, "format": self.format, "names": list(self.names) if self.names else None}
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> PlanSource:
+        names = raw.get("names")
+        return cls(raw["path"], raw["folder"], raw["format"], tuple(names) if names else None)
