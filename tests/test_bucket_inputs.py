@@ -15,7 +15,7 @@ import pytest
 import shardkit
 from shardkit.errors import EntryError, ShardkitError
 from shardkit.pipeline.inputs.entries import Entry
-from shardkit.pipeline.inputs.index_files import IndexFile, cut_pieces, discover, read_rows
+from shardkit.pipeline.inputs.index_files import IndexFile, discover
 from shardkit.pipeline.plan import planner
 from shardkit.pipeline.shard.fetch import Fetcher
 from shardkit.storage import location
@@ -72,14 +72,14 @@ def test_an_index_file_in_a_bucket_read_whole_and_in_pieces(store: Store, bucket
     url = f"{bucket}/train.txt"
     location.put_bytes(url, text.encode())
     local, remote = IndexFile(tmp_path / "train.txt", "train"), IndexFile(url, "train")
-    pieces = cut_pieces(remote, 4000)
+    pieces = remote.pieces(4000)
     assert len(pieces) > 5
-    assert [(p.start, p.stop, p.first_line, p.txt_first) for p in pieces] == [
-        (p.start, p.stop, p.first_line, p.txt_first) for p in cut_pieces(local, 4000)
+    assert [(p.start, p.stop, p.first_line, p.context) for p in pieces] == [
+        (p.start, p.stop, p.first_line, p.context) for p in local.pieces(4000)
     ]
-    whole = [(r.line, r.values) for r in read_rows(local)]
-    assert [(r.line, r.values) for p in pieces for r in read_rows(remote, p)] == whole
-    assert [(r.line, r.values) for r in read_rows(remote)] == whole
+    whole = [(r.line, r.values) for r in local.rows()]
+    assert [(r.line, r.values) for p in pieces for r in remote.rows(p)] == whole
+    assert [(r.line, r.values) for r in remote.rows()] == whole
 
 
 def test_a_local_index_file_listing_urls(store: Store, bucket: str, seg_data: Path, tmp_path: Path) -> None:

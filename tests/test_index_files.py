@@ -9,8 +9,9 @@ import pytest
 from shardkit.errors import ConfigError, EntryError, ShardkitError
 from shardkit.pipeline.config import Config, parse_config
 from shardkit.pipeline.inputs.entries import Entry, checked_rows, to_entry
-from shardkit.pipeline.inputs.image_folders import folder_rows
-from shardkit.pipeline.inputs.index_files import IndexFile, Row, discover, read_rows, split_of
+from shardkit.pipeline.inputs.formats.image_folder import folder_rows
+from shardkit.pipeline.inputs.formats.input_format import Row
+from shardkit.pipeline.inputs.index_files import IndexFile, discover, split_of
 
 
 @pytest.mark.parametrize(
@@ -43,7 +44,7 @@ def test_discover_folders_ignore_and_split_override(tmp_path: Path) -> None:
 
 
 def rows(path: Path) -> list[Row | EntryError]:
-    return list(read_rows(IndexFile(path, "train")))
+    return list(IndexFile(path, "train").rows())
 
 
 def test_txt_comments_blank_lines_and_column_count(tmp_path: Path) -> None:

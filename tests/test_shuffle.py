@@ -224,16 +224,16 @@ def _plan_with(tmp_path: Path, name: str, index: Path, processes: int, on_error:
 
 def test_planning_in_pieces_on_processes_gives_the_same_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import shardkit.pipeline.plan.planner as planner
-    from shardkit.pipeline.inputs.index_files import IndexFile, cut_pieces, read_rows
+    from shardkit.pipeline.inputs.index_files import IndexFile
 
     index = tmp_path / "train.txt"
     index.write_text(_index_text(20_000, bad=(3, 9_000, 17_500)), newline="")
     monkeypatch.setattr(planner, "PARALLEL_BYTES", 1000)
     monkeypatch.setattr(planner, "PIECE_BYTES", (50_000, 50_000))
-    pieces = cut_pieces(IndexFile(index, "train"), 50_000)
+    pieces = IndexFile(index, "train").pieces(50_000)
     assert len(pieces) > 5
-    whole = [(r.line, r.values) if not isinstance(r, Exception) else str(r) for r in read_rows(IndexFile(index, "train"))]
-    cut = [(r.line, r.values) if not isinstance(r, Exception) else str(r) for p in pieces for r in read_rows(p.index, p)]
+    whole = [(r.line, r.values) if not isinstance(r, Exception) else str(r) for r in IndexFile(index, "train").rows()]
+    cut = [(r.line, r.values) if not isinstance(r, Exception) else str(r) for p in pieces for r in IndexFile(index, "train").rows(p)]
     assert cut == whole  # same line numbers (CRLF, lone CR, BOM, comments), same width errors
     one, one_bytes = _plan_with(tmp_path, "one", index, 1)
     two, two_bytes = _plan_with(tmp_path, "two", index, 2)

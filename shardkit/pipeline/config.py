@@ -214,7 +214,7 @@ def infer_config(first_values: tuple[object, ...], names: tuple[str, ...] | None
     Column 0 is an image stored as its original bytes; column 1, if present, is a mask when it
     names an image file, an int64 label when it is an integer, and a class name otherwise.
     """
-    from shardkit.pipeline.inputs.index_files import IMAGE_SUFFIXES
+    from shardkit.pipeline.inputs.formats.image_folder import IMAGE_SUFFIXES
 
     if not 1 <= len(first_values) <= 2:
         raise ConfigError("", f"the index has {len(first_values)} columns: give a --config that maps them to features")

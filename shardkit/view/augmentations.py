@@ -26,7 +26,7 @@ from shardkit.formats import image_headers
 from shardkit.formats.example_proto import decode_example
 from shardkit.pipeline.config import Config
 from shardkit.pipeline.inputs.entries import Entry, checked_rows, to_entry
-from shardkit.pipeline.inputs.index_files import Row
+from shardkit.pipeline.inputs.formats.input_format import Row
 from shardkit.pipeline.inputs.splits import SplitInput, resolve_config, rows_by_split
 from shardkit.pipeline.shard.records import RecordMaker
 from shardkit.view import sheet

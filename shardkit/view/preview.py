@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from shardkit.errors import ShardkitError
 from shardkit.pipeline.config import Config
+from shardkit.pipeline.inputs import registry
 from shardkit.storage import atomic, location, outputs
 
 if TYPE_CHECKING:
@@ -70,14 +71,12 @@ def preview(
     return picture
 
 
-INDEX_SUFFIXES = (".txt", ".csv", ".tsv", ".jsonl")
-
-
 def _are_shards(paths: Sequence[str]) -> bool:
     """Whether ``paths`` name shards (an output, TFRecord files) rather than inputs: index files
-    by their suffix are inputs; the rest are shards when ``inspect`` would take them all. An
-    output whose manifest is damaged is shards, and its error is raised, not taken for inputs."""
-    if not paths or any(p.rstrip("/").endswith(INDEX_SUFFIXES) for p in paths):
+    (files an input format claims) are inputs; the rest are shards when ``inspect`` would take
+    them all. An output whose manifest is damaged is shards, and its error is raised, not taken
+    for inputs."""
+    if not paths or any(registry.file_format(p.rstrip("/")) is not None for p in paths):
         return False
     try:
         outputs.expand(paths)

@@ -13,7 +13,7 @@ from typing import Any
 from shardkit.errors import ConfigError, EntryError
 from shardkit.features.base import BadValue, FeatureSpec
 from shardkit.pipeline.config import IDENTITY_COLUMN, Config
-from shardkit.pipeline.inputs.index_files import Row
+from shardkit.pipeline.inputs.formats.input_format import Row
 
 
 @dataclasses.dataclass(slots=True)  # not frozen: a frozen init costs 1 us an entry

@@ -1,13 +1,17 @@
 """``PlanSource``: one input of a split as the build state keeps it, and what a worker needs of it.
 
 It belongs to the inputs phase (they make it); the plan stores it beside its lines, which name a
-source by its position among the split's sources.
+source by its position among the split's sources. The state keeps its format by name, so an OUT
+built before stays readable: ``{"path", "folder", "format", "names"}``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
+
+from shardkit.pipeline.inputs import registry
+from shardkit.pipeline.inputs.formats.input_format import InputFormat
 
 
 @dataclasses.dataclass(frozen=True)
@@ -16,13 +20,17 @@ class PlanSource:
 
     path: str  # as given: what error messages name
     folder: str  # absolute: what relative paths inside it resolve against, on any machine
-    format: str  # txt, csv, tsv, jsonl or folder
-    names: tuple[str, ...] | None = None  # csv/tsv header
+    format: InputFormat
+    names: tuple[str, ...] | None = None  # the header, where the format keeps it with the source
+
+    @classmethod
+    def of(cls, path: str, input_format: InputFormat) -> PlanSource:
+        return cls(path, input_format.folder_of(path), input_format)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "folder": self.folder, "format": self.format, "names": list(self.names) if self.names else None}
+        return {"path": self.path, "folder": self.folder, "format": self.format.name, "names": list(self.names) if self.names else None}
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> PlanSource:
         names = raw.get("names")
-        return cls(raw["path"], raw["folder"], raw["format"], tuple(names) if names else None)
+        return cls(raw["path"], raw["folder"], registry.named(raw["format"]), tuple(names) if names else None)

@@ -18,8 +18,9 @@ from typing import Any
 
 from shardkit.errors import EntryError, ShardkitError
 from shardkit.pipeline.config import Config, infer_config, load_config
-from shardkit.pipeline.inputs.image_folders import folder_rows, folder_split_rows, folder_splits
-from shardkit.pipeline.inputs.index_files import IndexFile, Row, discover, read_rows
+from shardkit.pipeline.inputs import registry
+from shardkit.pipeline.inputs.formats.input_format import Piece, Row
+from shardkit.pipeline.inputs.index_files import IndexFile, discover
 from shardkit.pipeline.inputs.sources import PlanSource
 from shardkit.storage import location
 
@@ -39,18 +40,22 @@ def rows_by_split(
     """Rows grouped by split, lazily, plus a description of the inputs for the fingerprint."""
     if from_folder is not None:
         root = location.local_path(os.fspath(from_folder))  # file://ROOT too
-        folders: dict[str, list[str]] = {}
-        for name, split_root in folder_splits(root):
-            folders.setdefault(split or name, []).append(split_root)
+        layout = registry.folder_format(root)
+        parts = layout.folder_splits(root)
+        folders: dict[str, list[Piece]] = {}
+        for name, piece in parts:
+            folders.setdefault(split or name, []).append(piece)
         listing = hashlib.sha256()
-        for _, row in folder_rows(root):  # a first walk, for the fingerprint: nothing is kept
-            listing.update(row.identity.encode("utf-8", "surrogateescape") + b"\n")
+        for _, piece in parts:  # a first walk, for the fingerprint: nothing is kept
+            for row in layout.read_rows(piece):
+                if isinstance(row, Row):
+                    listing.update(row.identity.encode("utf-8", "surrogateescape") + b"\n")
         by_split = {
             name: SplitInput(
-                [PlanSource(r, location.absolute(r) if location.is_url(r) else str(Path(r).absolute()), "folder") for r in roots],
-                itertools.chain.from_iterable(folder_split_rows(root, r) for r in roots),
+                [PlanSource.of(p.path, layout) for p in pieces],
+                itertools.chain.from_iterable(layout.read_rows(p) for p in pieces),
             )
-            for name, roots in folders.items()
+            for name, pieces in folders.items()
         }
         return by_split, {"folder": _resolved(root), "listing_sha256": listing.hexdigest()}
     files = discover(indexes, ignore, split)
@@ -59,8 +64,8 @@ def rows_by_split(
         grouped.setdefault(f.split, []).append(f)
     rows = {
         name: SplitInput(
-            [PlanSource(f.path, location.dirname(location.absolute(f.path)), f.format) for f in group],
-            itertools.chain.from_iterable(read_rows(f) for f in group),
+            [PlanSource.of(f.path, f.format) for f in group],
+            itertools.chain.from_iterable(f.rows() for f in group),
             list(group),
         )
         for name, group in grouped.items()

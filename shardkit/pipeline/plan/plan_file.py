@@ -1,21 +1,21 @@
 """The plan on disk: one file per split, its entries in shard order, one line each.
 
 ``OUT/.shardkit/plan-<fingerprint>/<split>.plan`` holds ``KEY\\tSOURCE\\tLINE\\tROW`` lines:
-the entry's shuffle key (hex), the position of its index file among the split's sources, its
-line number, and the row as read (a ``.txt`` or ``.jsonl`` line verbatim; other rows as a JSON
-list). A task carries a ``PlanSlice``, the byte range of its shard's lines, and the worker reads
-and types those entries itself: no process ever holds a split's entries in memory.
+the entry's shuffle key (hex), the position of its input among the split's sources, its line
+number, and the row as its source's format writes it (``InputFormat.plan_payload``: a ``.txt``
+or ``.jsonl`` line verbatim; other rows as a JSON list). A task carries a ``PlanSlice``, the
+byte range of its shard's lines, and the worker reads and types those entries itself: no process
+ever holds a split's entries in memory.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Iterable, Iterator, Sequence
 
 from shardkit.pipeline.config import Config
 from shardkit.pipeline.inputs.entries import Entry, to_entry
-from shardkit.pipeline.inputs.index_files import FOLDER_COLUMNS, Row
+from shardkit.pipeline.inputs.formats.input_format import Row
 from shardkit.pipeline.inputs.sources import PlanSource
 from shardkit.pipeline.plan.arithmetic import shard_bounds
 from shardkit.storage import location
@@ -32,28 +32,9 @@ class PlanSlice:
     entries: int
 
 
-def encode_line(key: bytes, source: int, row: Row) -> bytes:
-    if row.text is not None:
-        payload = row.text
-    elif row.key:
-        payload = json.dumps([*row.values, row.key])
-    else:
-        payload = json.dumps(list(row.values))
+def encode_line(key: bytes, source: int, row: Row, payload: str) -> bytes:
+    """``row``'s plan line; ``payload``, its ``ROW`` field, as the source's format writes it."""
     return f"{key.hex()}\t{source}\t{row.line}\t{payload}".encode("utf-8", "surrogateescape")
-
-
-def decode_row(line: bytes, sources: Sequence[PlanSource]) -> tuple[Row, PlanSource]:
-    _, position, number, payload = line.decode("utf-8", "surrogateescape").split("\t", 3)
-    source = sources[int(position)]
-    if source.format == "txt":
-        return Row(source.path, int(number), tuple(payload.split()), text=payload), source
-    if source.format == "jsonl":
-        obj = json.loads(payload)
-        return Row(source.path, int(number), tuple(obj.values()), tuple(obj.keys()), text=payload), source
-    values = json.loads(payload)
-    if source.format == "folder":
-        return Row(source.path, int(number), tuple(values[:2]), FOLDER_COLUMNS, values[2]), source
-    return Row(source.path, int(number), tuple(values), source.names), source
 
 
 def read_entries(plan_dir: str, part: PlanSlice, sources: Sequence[PlanSource], config: Config) -> Iterator[Entry]:
@@ -64,9 +45,12 @@ def read_entries(plan_dir: str, part: PlanSlice, sources: Sequence[PlanSource], 
     lines = data.split(b"\n")
     lines.pop()
     del data
+    # Each source's format reads its rows back, looked up once a shard, not once a line.
+    readers = [(s.format.plan_row, s.path, s.names, s.folder) for s in sources]
     for line in lines:
-        row, source = decode_row(line, sources)
-        yield to_entry(row, config, source.folder)
+        _, position, number, payload = line.decode("utf-8", "surrogateescape").split("\t", 3)
+        plan_row, path, names, folder = readers[int(position)]
+        yield to_entry(plan_row(path, names, int(number), payload), config, folder)
 
 
 def write_plan(path: str, buckets: Iterable[list[bytes]], num_entries: int, per_shard: int, durable: bool = True) -> list[list[int]]:

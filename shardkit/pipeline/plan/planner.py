@@ -27,7 +27,7 @@ from shardkit.errors import EntryError
 from shardkit.interrupts import quiet_pool, stop_pool
 from shardkit.pipeline.config import Config
 from shardkit.pipeline.inputs.entries import checked_rows, to_entry
-from shardkit.pipeline.inputs.index_files import Piece, Row, cut_pieces, read_rows
+from shardkit.pipeline.inputs.formats.input_format import Piece, Row
 from shardkit.pipeline.inputs.sources import PlanSource
 from shardkit.pipeline.inputs.splits import SplitInput
 from shardkit.pipeline.plan.arithmetic import ShuffleKeys, default_entries_per_shard
@@ -133,13 +133,16 @@ def _fill(
     errors: list[EntryError] = []
     position = {s.path: i for i, s in enumerate(sources)}
     keys = [ShuffleKeys(seed, i) for i in range(len(sources))]
+    payloads = [s.format.plan_payload for s in sources]  # looked up once, not once a row
+    unnamed = {i for i, s in enumerate(sources) if s.format.keeps_names and s.names is None}  # a csv header, still to record
     sample: list[tuple[int, tuple[int, int], int, Row]] = []
     for row in checked_rows(rows, config, on_error, errors, classes):
         source = position[row.source]
         key = keys[source](row.identity)
-        spool.add(encode_line(key, source, row), key[0])  # unsorted spools keep the order they are given
-        if row.names is not None and row.text is None and not row.key and sources[source].names is None:
-            sources[source] = dataclasses.replace(sources[source], names=row.names)  # a csv header
+        spool.add(encode_line(key, source, row, payloads[source](row)), key[0])  # unsorted spools keep the order they are given
+        if unnamed and source in unnamed:
+            sources[source] = dataclasses.replace(sources[source], names=row.names)
+            unnamed.discard(source)
         rank = -int.from_bytes(key, "big")
         if len(sample) < SAMPLE:
             heapq.heappush(sample, (rank, (part, spool.lines), source, row))
@@ -167,7 +170,7 @@ def _spool_pieces(
     """Plan the split's index files in pieces on a pool; the first bad row (in file order) stops it."""
     smallest, largest = PIECE_BYTES
     piece_bytes = min(largest, max(smallest, size // (processes * 4)))
-    pieces = [piece for f in split_input.files for piece in cut_pieces(f, piece_bytes)]
+    pieces = [piece for f in split_input.files for piece in f.pieces(piece_bytes)]
     jobs = [
         (piece, list(split_input.sources), config, os.path.join(scratch, f"piece-{i:05d}"), seed, shuffle, on_error, buffer_bytes, i)
         for i, piece in enumerate(pieces)
@@ -204,8 +207,9 @@ def _plan_piece(
 ) -> _Spooled:
     """In a pool process: one piece into its own spool, spilled whole for the parent to read."""
     spool = Spool(folder, shuffle, buffer_bytes)
+    source = next(s for s in sources if s.path == piece.path)  # the piece's file, read by its format
     try:
-        result = _fill(read_rows(piece.index, piece), sources, config, spool, seed, on_error, part)
+        result = _fill(source.format.read_rows(piece), sources, config, spool, seed, on_error, part)
     except EntryError as exc:  # reported by the parent only if no earlier piece has a bad row too
         return _Spooled(Spool(folder, shuffle), sources, [], {}, [], exc)  # not the lines spooled so far
     spool.spill()

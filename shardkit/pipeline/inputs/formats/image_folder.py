@@ -1,21 +1,53 @@
-"""ImageFolder trees -> rows: the layout (``ROOT/<split>/<class>/<img>`` or ``ROOT/<class>/<img>``),
-and each split's images by class, streamed, on a local disk or in a bucket.
+"""ImageFolder trees: the layout (``ROOT/<split>/<class>/<img>`` or ``ROOT/<class>/<img>``), and
+each split's images by class as rows, streamed, on a local disk or in a bucket.
 
 No image is opened. A local tree is walked with ``os``; a tree in a bucket is listed through
-``storage.location`` (a store has no folders, only object names with ``/``), its images named by URL.
+``storage.location`` (a store has no folders, only object names with ``/``), its images named by
+URL. A row's plan payload is ``[image, class, key]`` as JSON: the key (the image's path under
+ROOT) is its identity.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
 from shardkit.errors import ShardkitError
-from shardkit.pipeline.inputs.index_files import FOLDER_COLUMNS, IMAGE_SUFFIXES, Row
+from shardkit.pipeline.inputs.formats.input_format import InputFormat, Piece, Row
 from shardkit.storage import location
 
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp")
+FOLDER_COLUMNS = ("image", "label")  # the columns of an ImageFolder row
 _NO_CLASSES = "no class folders (expected ROOT/<class>/<image> or ROOT/<split>/<class>/<image>)"
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageFolder(InputFormat):
+    def claims_folder(self, root: str) -> bool:
+        return True  # any folder: the layout of last resort, so the registry asks it last
+
+    def folder_splits(self, root: str) -> list[tuple[str, Piece]]:
+        # Each split's piece carries ROOT: a row's key is its image's path under ROOT.
+        return [(split, Piece(split_root, context=root)) for split, split_root in folder_splits(root)]
+
+    def folder_of(self, path: str) -> str:
+        return location.absolute(path) if location.is_url(path) else str(Path(path).absolute())
+
+    def read_rows(self, piece: Piece) -> Iterator[Row]:
+        return folder_split_rows(piece.context, piece.path)
+
+    def plan_payload(self, row: Row) -> str:
+        return json.dumps([*row.values, row.key])
+
+    def plan_row(self, source: str, names: tuple[str, ...] | None, line: int, payload: str) -> Row:
+        values = json.loads(payload)
+        return Row(source, line, tuple(values[:2]), FOLDER_COLUMNS, values[2])
+
+
+IMAGE_FOLDER = ImageFolder("folder")
 
 
 def folder_splits(root: str | Path) -> list[tuple[str, str]]:

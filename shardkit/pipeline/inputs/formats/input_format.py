@@ -1,0 +1,133 @@
+"""``InputFormat``, what every input format answers, and the values it deals in: ``Row``, ``Piece``.
+
+A format is one value in ``pipeline.inputs.registry``'s table. It says which inputs it reads
+(files by suffix, or by content; folders by layout), cuts a file into pieces that processes plan
+side by side, reads the rows of a whole input or of a piece, and writes a row into a plan line
+and reads it back in the worker. The pipeline asks it once per input or piece, never per row:
+rows come out of the format's own loop, and a plan's payload functions are looked up once per
+source.
+
+A format is a frozen dataclass, so a copy that crossed a process boundary (a pool, Dask) equals
+the registered one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import os
+from collections.abc import Iterator, Sequence
+from typing import Any, ClassVar
+
+from shardkit.errors import EntryError
+from shardkit.storage import location
+
+
+@dataclasses.dataclass(slots=True)  # not frozen: a frozen init costs 1 us a row, 10 s at 10M rows
+class Row:
+    """One data line of an input: positional values, and names where the format has them."""
+
+    source: str
+    line: int
+    values: tuple[Any, ...]
+    names: tuple[str, ...] | None = None
+    key: str = ""  # stable identity for seeding; defaults to "<file name>:<line>"
+    text: str | None = None  # the line as read, where it alone gives the values back (.txt, .jsonl)
+
+    @property
+    def identity(self) -> str:
+        return self.key or f"{file_name(self.source)}:{self.line}"
+
+    def get(self, column: int | str, txt_names: Sequence[str] | None = None) -> Any:
+        if isinstance(column, int):
+            if column >= len(self.values):
+                raise EntryError(self.source, self.line, f"no column {column}: the line has {len(self.values)} columns")
+            return self.values[column]
+        names = self.names if self.names is not None else txt_names
+        if names is None:
+            raise EntryError(
+                self.source,
+                self.line,
+                f"column {column!r} is named, but .txt columns have no names: "
+                "use a 0-based position or a top-level 'columns:' list in the config",
+            )
+        if column not in names:
+            raise EntryError(self.source, self.line, f"no column {column!r} (columns: {', '.join(names)})")
+        position = list(names).index(column)
+        if position >= len(self.values):
+            raise EntryError(self.source, self.line, f"no value for column {column!r}")
+        return self.values[position]
+
+
+@functools.lru_cache(maxsize=1024)
+def file_name(source: str) -> str:
+    return os.path.basename(source)
+
+
+@dataclasses.dataclass(frozen=True)
+class Piece:
+    """What one process reads rows from: an input whole (a file, or a folder read as one source),
+    or bytes ``start:stop`` of a file, cut where the format allows."""
+
+    path: str
+    start: int = 0
+    stop: int | None = None  # None: to the end
+    first_line: int = 1  # the number of its first line
+    # What the format learned of the input before this piece and needs in it (.txt: the columns
+    # and number of the file's first data line; an ImageFolder split: the tree's root).
+    context: Any = None
+
+    @property
+    def whole(self) -> bool:
+        return self.start == 0 and self.stop is None
+
+
+@dataclasses.dataclass(frozen=True)
+class InputFormat:
+    """One input format. ``name`` is kept in the build state of every OUT built with it: never
+    rename one. ``suffixes`` are the file names it claims (lower case, with the dot); the
+    registry matches them, so a format told by suffix alone overrides no ``claims``."""
+
+    name: str
+    suffixes: tuple[str, ...] = ()
+    # The plan keeps the source's column names (a header) once, beside the split's sources,
+    # rather than in every line: the planner records the names of a source's first row.
+    keeps_names: ClassVar[bool] = False
+
+    def claims(self, path: str) -> bool:
+        """Whether this format reads the file ``path``, told by its content (a COCO JSON among
+        other ``.json`` files); asked only when no format claims the file's suffix. ``path`` may
+        name no file at all (a pattern, a folder, an output): then it is not this format's."""
+        return False
+
+    def claims_folder(self, root: str) -> bool:
+        """Whether ``root`` (a ``--from-folder`` ROOT) has this format's layout."""
+        return False
+
+    def folder_splits(self, root: str) -> list[tuple[str, Piece]]:
+        """A folder this format claimed -> (split, the piece read as that split's source), in order."""
+        raise NotImplementedError(f"{self.name} does not read folders")
+
+    def folder_of(self, path: str) -> str:
+        """What relative paths in the input resolve against, absolute: the folder it is in."""
+        return location.dirname(location.absolute(path))
+
+    def cut(self, path: str, piece_bytes: int) -> list[Piece]:
+        """The input as pieces of about ``piece_bytes``, for processes to plan side by side;
+        one whole piece where the format cannot be cut."""
+        return [Piece(path)]
+
+    def read_rows(self, piece: Piece) -> Iterator[Row | EntryError]:
+        """The data rows of ``piece``, streamed, with their line numbers. A malformed row is
+        yielded as an ``EntryError`` rather than raised: the caller decides between stopping
+        (``--on-error fail``) and recording it and going on (``skip``)."""
+        raise NotImplementedError
+
+    def plan_payload(self, row: Row) -> str:
+        """The ``ROW`` field of ``row``'s plan line: here its values as a JSON list."""
+        return json.dumps(list(row.values))
+
+    def plan_row(self, source: str, names: tuple[str, ...] | None, line: int, payload: str) -> Row:
+        """``plan_payload`` read back in a worker, with the source's kept names."""
+        return Row(source, line, tuple(json.loads(payload)), names)
