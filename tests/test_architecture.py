@@ -248,3 +248,23 @@ def test_no_import_circles_not_even_for_types() -> None:
 
 def _is_package(module: str) -> bool:
     return (PACKAGE.joinpath(*module.split(".")[1:]) / "__init__.py").exists()
+
+
+FORMAT_NAMES = {"txt", "csv", "tsv", "jsonl", "folder", ".txt", ".csv", ".tsv", ".jsonl"}
+
+
+def _suffix_literals(module: str) -> set[str]:
+    """The string constants a module hands to ``str.endswith``/``startswith`` (a suffix test)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(_source(module))):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("endswith", "startswith"):
+            for arg in node.args:
+                found |= {n.value for n in ast.walk(arg) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    return found
+
+
+def test_no_module_branches_on_an_input_format_name() -> None:
+    """Formats are told apart by ``pipeline.inputs.registry``, from the names and suffixes each
+    format module declares: the registry compares those values, never a literal."""
+    comparing = sorted(m for m in MODULES if (_compared_literals(m) | _suffix_literals(m)) & FORMAT_NAMES)
+    assert not comparing, f"these modules branch on an input format; ask the format instead (pipeline/inputs/formats/): {comparing}"
