@@ -13,6 +13,9 @@ import struct
 
 from PIL import Image, UnidentifiedImageError
 
+# The file names taken for pictures: an ImageFolder tree's images, an index column of image paths.
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp")
+
 
 class ImageProblem(ValueError):
     """A file that is missing, unreadable or not an image Pillow can handle."""

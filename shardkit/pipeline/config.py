@@ -27,6 +27,7 @@ import yaml
 from shardkit.errors import ConfigError
 from shardkit.features.base import FeatureSpec, int_in
 from shardkit.features.registry import KINDS, kind_named
+from shardkit.formats.image_headers import IMAGE_SUFFIXES
 from shardkit.storage import location
 
 Decode = Literal["reduced", "exact"]
@@ -214,8 +215,6 @@ def infer_config(first_values: tuple[object, ...], names: tuple[str, ...] | None
     Column 0 is an image stored as its original bytes; column 1, if present, is a mask when it
     names an image file, an int64 label when it is an integer, and a class name otherwise.
     """
-    from shardkit.pipeline.inputs.formats.image_folder import IMAGE_SUFFIXES
-
     if not 1 <= len(first_values) <= 2:
         raise ConfigError("", f"the index has {len(first_values)} columns: give a --config that maps them to features")
     col0: int | str = names[0] if names else 0

@@ -16,10 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from shardkit.errors import ShardkitError
+from shardkit.formats.image_headers import IMAGE_SUFFIXES
 from shardkit.pipeline.inputs.formats.input_format import InputFormat, Piece, Row
 from shardkit.storage import location
 
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp")
 FOLDER_COLUMNS = ("image", "label")  # the columns of an ImageFolder row
 _NO_CLASSES = "no class folders (expected ROOT/<class>/<image> or ROOT/<split>/<class>/<image>)"
 
