@@ -37,8 +37,22 @@ class EntryError(ShardkitError):
         return (type(self), (self.source, self.line, self.reason))
 
 
+class UsageError(ShardkitError):
+    """A bad option, combination of options or argument the caller gave (``--workers 0``,
+    index files and ``--from-folder`` at once, a picture path that is one of the inputs)."""
+
+
 class OutputError(ShardkitError):
-    """The output folder is locked, holds a different build, or cannot be written."""
+    """The output folder cannot be used: it cannot be created or written (``WriteError``), or its
+    state forbids the operation (``StateError``)."""
+
+
+class StateError(OutputError):
+    """OUT, or the build state in it, forbids the operation: another build holds it, a different
+    build is there (without ``overwrite``), the nodes of a build disagree, nothing is there to finalize.
+
+    An ``OutputError``, as these were before this class existed: ``except OutputError`` still catches them.
+    """
 
 
 # What to do about a failed write, by errno; the rest get the generic advice.

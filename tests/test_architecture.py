@@ -21,7 +21,10 @@ PUBLIC = {
         "build", "finalize", "inspect", "count_records", "verify", "write_idx_files", "materialize_snapshot",
         "BuildResult", "VerifyReport", "FileReport", "IndexReport", "SnapshotResult", "__version__", "preview",
     ],
-    "shardkit.errors": ["ShardkitError", "ConfigError", "EntryError", "OutputError", "CorruptShardError", "WorkerError"],
+    "shardkit.errors": [
+        "ShardkitError", "UsageError", "ConfigError", "EntryError", "OutputError", "StateError", "WriteError", "CorruptShardError",
+        "WorkerError",
+    ],
     "shardkit.executors": ["DaskExecutor", "PoolExecutor", "InlineExecutor", "Executor", "default_workers"],
     "shardkit.tfdata": ["load", "feature_spec", "read_manifest", "shard_files"],
     "shardkit.reader": ["ShardReader"],

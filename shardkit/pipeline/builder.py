@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from shardkit import interrupts
-from shardkit.errors import OutputError, ShardkitError, WriteError
+from shardkit.errors import StateError, UsageError, WriteError
 from shardkit.pipeline.config import Config
 from shardkit.pipeline.executors.local_executors import Executor, InlineExecutor, PoolExecutor, default_workers
 from shardkit.pipeline.inputs.splits import SplitInput, fingerprint_of, resolve_config, rows_by_split
@@ -79,7 +79,7 @@ def build(
     """Build TFRecord shards from index files (or an ImageFolder tree) into ``out``.
 
     Re-running the same call resumes: finished shards are kept, the rest are built. A different
-    config or input raises ``OutputError`` unless ``overwrite``. ``progress=None`` shows a bar
+    config or input raises ``StateError`` (an ``OutputError``) unless ``overwrite``. ``progress=None`` shows a bar
     only when stderr is a terminal. ``fsync=False`` skips flushing shards to stable storage
     (a kill still leaves finished shards whole; a power cut may not): for scratch disks only.
 
@@ -98,9 +98,9 @@ def build(
         workers = workers if workers is not None else default_workers()
         _check_options(indexes, out, from_folder, records_per_shard, workers, compression, on_error)
         if not 0 <= node_index < num_nodes:
-            raise ShardkitError(f"--node-index {node_index} is outside 0..{num_nodes - 1} (--num-nodes {num_nodes})")
+            raise UsageError(f"--node-index {node_index} is outside 0..{num_nodes - 1} (--num-nodes {num_nodes})")
         if num_nodes > 1 and overwrite:
-            raise ShardkitError("--overwrite with --num-nodes would let one node delete the others' shards: clear OUT first")
+            raise UsageError("--overwrite with --num-nodes would let one node delete the others' shards: clear OUT first")
         out_dir = location.absolute(str(out))
         preflight.check_out_folder(out_dir)
         reached.out_dir = out_dir
@@ -135,7 +135,7 @@ def build(
             if not resume.has_plan(out_dir, state):
                 state = _plan(out_dir, state, splits, cfg, on_error, num_nodes, fsync, workers, progress)
             if num_nodes > 1 and state.get("nodes", num_nodes) != num_nodes:
-                raise OutputError(
+                raise StateError(
                     f"{out_dir}: this build's plan is shared by {state['nodes']} nodes, not {num_nodes}: shares would overlap. "
                     f"Rerun with --num-nodes {state['nodes']} and this node's original --node-index (array reruns of some tasks "
                     "change SLURM_ARRAY_TASK_COUNT, so pass them explicitly)"
@@ -159,7 +159,7 @@ def build(
                         atomic.remove_quietly(temp)  # a task still running elsewhere may have removed its own
             missing: list[str] = []
             if bucket_lock is not None and bucket_lock.lost:
-                raise OutputError(
+                raise StateError(
                     f"{out_dir}: another build took this build's lock over while it ran ({bucket_lock.lost}; its heartbeat was late "
                     f"by more than {stale_seconds():.0f} s); the shards it committed are kept, no manifest was written: rerun to finish"
                 )
@@ -168,7 +168,7 @@ def build(
             else:  # what is committed now, not what this run remembers: in a bucket, another build may have taken over
                 finished, missing = resume.committed(out_dir, [t.name for t in tasks], fingerprint)
                 if num_nodes == 1 and missing:
-                    raise OutputError(
+                    raise StateError(
                         f"{out_dir}: {len(missing)} shards this build committed are gone ({missing[0]}, ...); rerun to rebuild them"
                     )
             run = {"workers": workers, "on_error": on_error, "fsync": fsync, "ignore": list(ignore), "nodes": num_nodes}
@@ -201,7 +201,7 @@ def finalize(out: str | Path, fsync: bool = True) -> BuildResult:
         finished, missing = resume.committed(out_dir, names, state["fingerprint"])
         if missing:
             shown = ", ".join(missing[:3]) + (", ..." if len(missing) > 3 else "")
-            raise OutputError(
+            raise StateError(
                 f"{out_dir}: {len(missing)} of {len(names)} shards are not finished ({shown}); rerun the nodes that build them"
             )
         doc = _publish_outputs(out_dir, state, list(finished.values()), {"finalized": True}, fsync)
@@ -279,7 +279,7 @@ def _lock(held: contextlib.ExitStack, out_dir: str, num_nodes: int, node_index: 
     holders = live_holders([location.join(state_dir, n) for n in other_kind])
     if holders:
         kind = "a single-machine build" if num_nodes > 1 else "a multi-node build's node"
-        raise OutputError(f"{out_dir}: {kind} is writing here ({holders[0]}); wait for it to finish, or choose another output folder")
+        raise StateError(f"{out_dir}: {kind} is writing here ({holders[0]}); wait for it to finish, or choose another output folder")
     return lock
 
 
@@ -312,7 +312,7 @@ def _publish_state(out_dir: str, state: dict[str, Any], num_nodes: int, fsync: b
         return state
     published = resume.load_state(out_dir)  # another node was first: its plan is the plan
     if published.get("fingerprint") != state["fingerprint"]:
-        raise OutputError(
+        raise StateError(
             f"{out_dir}: another node started this build with {resume.difference(published, state)}; nodes must share config and inputs"
         )
     return published
@@ -342,17 +342,17 @@ def _check_options(
     on_error: str,
 ) -> None:
     if not str(out):
-        raise ShardkitError("an output folder is required (-o OUT)")
+        raise UsageError("an output folder is required (-o OUT)")
     if bool(indexes) == (from_folder is not None):
-        raise ShardkitError("give index files or folders, or --from-folder ROOT, but not both")
+        raise UsageError("give index files or folders, or --from-folder ROOT, but not both")
     if records_per_shard is not None and records_per_shard < 1:
-        raise ShardkitError("--records-per-shard must be at least 1")
+        raise UsageError("--records-per-shard must be at least 1")
     if workers < 1:
-        raise ShardkitError("--workers must be at least 1")
+        raise UsageError("--workers must be at least 1")
     if compression not in COMPRESSIONS:
-        raise ShardkitError(f"unknown compression {compression!r} (known: none, gzip)")
+        raise UsageError(f"unknown compression {compression!r} (known: none, gzip)")
     if on_error not in ON_ERROR:
-        raise ShardkitError(f"unknown --on-error {on_error!r} (known: fail, skip)")
+        raise UsageError(f"unknown --on-error {on_error!r} (known: fail, skip)")
 
 
 def _bar(what: str, unit: str, progress: bool | None, total: int | None = None, initial: int = 0) -> Any:

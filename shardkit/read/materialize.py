@@ -40,7 +40,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from shardkit.errors import Interrupted, OutputError, ShardkitError
+from shardkit.errors import Interrupted, OutputError, ShardkitError, StateError, UsageError
 from shardkit.interrupts import held
 from shardkit.read import snapshot_save
 from shardkit.read.tf_datasets import read_manifest
@@ -69,7 +69,7 @@ def preprocess_identity(spec: str) -> tuple[str, str]:
     """
     module_name, sep, function_name = spec.rpartition(":")
     if not sep or not module_name or not function_name:
-        raise ShardkitError(f"--preprocess {spec!r}: expected MODULE:FUNCTION or FILE.py:FUNCTION")
+        raise UsageError(f"--preprocess {spec!r}: expected MODULE:FUNCTION or FILE.py:FUNCTION")
     if module_name.endswith(".py"):
         if not os.path.isfile(module_name):
             raise ShardkitError(f"--preprocess {spec!r}: no such file {module_name}")
@@ -108,7 +108,7 @@ def materialize_snapshot(
     """Materialize ``preprocess`` over ``src``'s split into ``snap`` (see the module docstring)."""
     started = time.perf_counter()
     if num_shards < 1:
-        raise ShardkitError("--num-shards must be at least 1")
+        raise UsageError("--num-shards must be at least 1")
     manifest = read_manifest(src)
     if split not in manifest["splits"]:
         raise ShardkitError(f"{src}: no split {split!r} (splits: {', '.join(manifest['splits'])})")
@@ -123,7 +123,7 @@ def materialize_snapshot(
     if existing is not None and all(existing.get(k) == v for k, v in wanted.items() if k != "source"):
         return SnapshotResult(snap, existing["records"], existing["bytes"], time.perf_counter() - started, True, existing)
     if os.path.exists(snap) and not overwrite:
-        raise ShardkitError(f"{snap}: {_why_stale(existing, wanted)}; use --overwrite to rebuild it, or another path")
+        raise StateError(f"{snap}: {_why_stale(existing, wanted)}; use --overwrite to rebuild it, or another path")
 
     for stale in glob.glob(glob.escape(snap) + ".incomplete-*"):
         shutil.rmtree(stale, ignore_errors=True)  # left by a killed run: never published, safe to drop

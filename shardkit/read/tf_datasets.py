@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from shardkit.errors import ShardkitError
+from shardkit.errors import ShardkitError, UsageError
 from shardkit.features.registry import of_entry
 from shardkit.storage import location
 
@@ -95,9 +95,9 @@ def load(
     import tensorflow as tf
 
     if parse not in ("batched", "single"):
-        raise ShardkitError(f"parse must be 'batched' or 'single', not {parse!r}")
+        raise UsageError(f"parse must be 'batched' or 'single', not {parse!r}")
     if not 0 <= host_index < num_hosts:
-        raise ShardkitError(f"host_index {host_index} is outside 0..{num_hosts - 1}")
+        raise UsageError(f"host_index {host_index} is outside 0..{num_hosts - 1}")
     problem = unreadable_url(out, tf.io.gfile.get_registered_schemes())
     if problem:
         raise ShardkitError(problem)

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from shardkit.errors import EntryError, ShardkitError
+from shardkit.errors import EntryError, ShardkitError, UsageError
 from shardkit.formats import image_headers
 from shardkit.formats.example_proto import decode_example
 from shardkit.pipeline.config import Config
@@ -81,17 +81,17 @@ def augmentation_records(
     other, first and last included), each with its original record and ``copies`` augmented ones,
     made by the build's own code with ``seed``. Raises the build's errors for bad inputs."""
     if bool(indexes) == (from_folder is not None):
-        raise ShardkitError("give index files or folders, or --from-folder ROOT, but not both")
+        raise UsageError("give index files or folders, or --from-folder ROOT, but not both")
     if entries < 1:
-        raise ShardkitError("-n must be at least 1")
+        raise UsageError("-n must be at least 1")
     if entries > MAX_ENTRIES:
-        raise ShardkitError(f"-n must be at most {MAX_ENTRIES} (a sheet of more is not a preview)")
+        raise UsageError(f"-n must be at most {MAX_ENTRIES} (a sheet of more is not a preview)")
     if not 0 <= copies <= MAX_COPIES:
-        raise ShardkitError(f"--copies must be between 0 and {MAX_COPIES}")
+        raise UsageError(f"--copies must be between 0 and {MAX_COPIES}")
     splits, _ = rows_by_split(indexes, from_folder, None, ignore)
     if split is not None:  # the split to show, as the file names say (not the build's --split, which renames)
         if split not in splits:
-            raise ShardkitError(f"no split {split!r} in the inputs (they have {', '.join(sorted(splits))})")
+            raise UsageError(f"no split {split!r} in the inputs (they have {', '.join(sorted(splits))})")
         splits = {split: splits[split]}
     cfg = resolve_config(config, splits)
     if not any(spec.key == "source_id" for spec in cfg.features):  # a config's own source_id is kept (as --no-source-id)

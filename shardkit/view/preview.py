@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from shardkit.errors import ShardkitError
+from shardkit.errors import ShardkitError, UsageError
 from shardkit.pipeline.config import Config
 from shardkit.pipeline.inputs import registry
 from shardkit.storage import atomic, location, outputs
@@ -50,7 +50,7 @@ def preview(
     """
     names = [os.fspath(p) for p in paths]
     if count is not None and count < 1:
-        raise ShardkitError("-n must be at least 1")
+        raise UsageError("-n must be at least 1")
     if labels:
         from shardkit.view.balance import balance_sheet
 

@@ -24,7 +24,7 @@ import numpy as np
 from PIL import Image
 
 from shardkit.check.inspection import sniff
-from shardkit.errors import ShardkitError
+from shardkit.errors import ShardkitError, UsageError
 from shardkit.features.registry import of_entry
 from shardkit.formats import image_codec, image_headers, tfrecord_scan
 from shardkit.formats.example_proto import BYTES, INT64, DecodeError, decode_example
@@ -85,7 +85,7 @@ def record_sheet(
     output's first split; plain TFRecord files: all their records), masks overlaid, captions
     naming the record, its classes and where it is."""
     if columns is not None and columns < 1:
-        raise ShardkitError(f"--columns {columns}: a sheet has at least one column")
+        raise UsageError(f"--columns {columns}: a sheet has at least one column")
     drawn = record_tiles(paths, split=split, count=count, seed=seed)
     tiles = drawn.tiles
     width = columns or math.ceil(math.sqrt(len(tiles)))
@@ -107,10 +107,10 @@ def record_tiles(paths: Sequence[str], *, split: str | None = None, count: int =
 def sample_records(paths: Sequence[str], *, split: str | None = None, count: int = 16, seed: int = 0, compression: str = "auto") -> Sample:
     """``count`` records drawn at random, reproducibly with ``seed``, reading only what they need."""
     if not 1 <= count <= MAX_COUNT:
-        raise ShardkitError(f"-n {count}: a sheet shows 1 to {MAX_COUNT} records")
+        raise UsageError(f"-n {count}: a sheet shows 1 to {MAX_COUNT} records")
     targets = expand(paths)
     if split is not None and not targets.outputs:
-        raise ShardkitError(f"--split {split}: only shardkit outputs have splits; {', '.join(map(str, paths))} are plain TFRecord files")
+        raise UsageError(f"--split {split}: only shardkit outputs have splits; {', '.join(map(str, paths))} are plain TFRecord files")
     sources = _sources(targets.outputs, split) + [_counted(path, compression) for path in targets.files]
     total = sum(s.records for s in sources)
     if not total:

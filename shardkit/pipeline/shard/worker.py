@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from shardkit.errors import EntryError, OutputError, WriteError
+from shardkit.errors import EntryError, StateError, WriteError
 from shardkit.formats import image_headers
 from shardkit.formats.idx_sidecar import INDEX_SUFFIX, index_text
 from shardkit.formats.tfrecord_io import RecordWriter, file_crc32c
@@ -239,7 +239,7 @@ def _check_still_ours(task: ShardTask) -> None:
     """
     settings = task.settings
     if layout.state_fingerprint(settings.out_dir) != settings.fingerprint:
-        raise OutputError(
+        raise StateError(
             f"{settings.out_dir}: now holds another build (.shardkit/build.json changed while {task.name} was written); "
             "this task's shard was discarded"
         )

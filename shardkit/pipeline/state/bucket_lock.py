@@ -31,7 +31,7 @@ import warnings
 from types import TracebackType
 from typing import Any
 
-from shardkit.errors import OutputError, ShardkitWarning
+from shardkit.errors import OutputError, ShardkitWarning, StateError
 from shardkit.storage import location
 
 HEARTBEAT_SECONDS = 30.0
@@ -71,7 +71,7 @@ class BucketLock:
                 break
             why = _takeover_reason(holder)
             if why is None:
-                raise OutputError(
+                raise StateError(
                     f"{self.out}: another build is writing here ({_describe(holder)}); wait for it to finish, or choose another "
                     f"output folder. A lock whose holder stopped is taken over {stale_seconds():.0f} s after its last heartbeat"
                 )
@@ -79,7 +79,7 @@ class BucketLock:
             # its lock; a blind delete would let a second taker delete the first one's new lock.
             marker = f"{self.url}.replaced-{holder.get('token') or holder.get('digest')}"
             if not location.create_once(marker, self._content()):
-                raise OutputError(f"{self.out}: another build took over the lock of a stopped build just now; wait for it to finish")
+                raise StateError(f"{self.out}: another build took over the lock of a stopped build just now; wait for it to finish")
             location.remove(self.url)
             if self._create():
                 self.took_over = f"{_describe(holder)}: {why}"
@@ -89,7 +89,7 @@ class BucketLock:
                     )
                 break
         else:
-            raise OutputError(f"{self.out}: could not take the lock object {self.url}; another build keeps replacing it")
+            raise StateError(f"{self.out}: could not take the lock object {self.url}; another build keeps replacing it")
         holder = _read(self.url)
         if holder is None or holder.get("token") != self.token:
             raise OutputError(

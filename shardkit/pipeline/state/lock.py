@@ -13,7 +13,7 @@ import socket
 import time
 from types import TracebackType
 
-from shardkit.errors import OutputError
+from shardkit.errors import OutputError, StateError
 from shardkit.storage.atomic import naming
 
 
@@ -35,7 +35,7 @@ class OutputLock:
         except BlockingIOError:
             holder = _describe(fd)
             os.close(fd)
-            raise OutputError(
+            raise StateError(
                 f"{os.path.dirname(os.path.dirname(self.path))}: another build is writing here ({holder}); "
                 "wait for it to finish, or choose another output folder"
             ) from None

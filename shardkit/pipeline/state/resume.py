@@ -12,7 +12,7 @@ import glob
 from collections.abc import Sequence
 from typing import Any
 
-from shardkit.errors import OutputError
+from shardkit.errors import StateError
 from shardkit.formats.idx_sidecar import INDEX_SUFFIX
 from shardkit.pipeline.config import Config
 from shardkit.pipeline.plan.tasks import ShardResult, ShardTask
@@ -59,7 +59,7 @@ def prepare_state(
         what = difference(old, fresh) if old is not None else "it holds shards or a manifest from an unknown build"
         # --overwrite is refused with --num-nodes: one node must not delete what the others build.
         remedy = "nodes of one build must share config, inputs and options; clear OUT" if multi_node else "use --overwrite"
-        raise OutputError(f"{out_dir}: already holds a different build ({what}); {remedy} to replace it, or use another output folder")
+        raise StateError(f"{out_dir}: already holds a different build ({what}); {remedy} to replace it, or use another output folder")
     for path in leftovers:
         location.remove(path)
     # Plans of other builds: a different build's, or one published by a run killed before its state.
@@ -138,7 +138,7 @@ def load_state(out_dir: str) -> dict[str, Any]:
     try:
         state: dict[str, Any] = atomic.read_json(path)
     except (OSError, ValueError) as exc:
-        raise OutputError(f"{out_dir}: no readable shardkit build state ({path}: {exc})") from None
+        raise StateError(f"{out_dir}: no readable shardkit build state ({path}: {exc})") from None
     return state
 
 
