@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 from PIL import Image
 
 import shardkit
+from shardkit.errors import UsageError
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -41,6 +43,24 @@ def test_bad_input_is_the_builds_one_line_error(seg_copy: Path, tmp_path: Path) 
     assert not (tmp_path / "x.png").exists()
     labels = _cli(str(seg_copy), "--labels", "-o", str(tmp_path / "y.png"))
     assert labels.returncode == 1 and labels.stderr.count("\n") == 1, labels.stderr
+
+
+def test_preview_writes_only_a_picture_and_never_over_an_input(seg_copy: Path, cls_data: Path, tmp_path: Path) -> None:
+    index, config = seg_copy / "train_0.txt", tmp_path / "x.yaml"
+    config.write_text("features:\n  image: {kind: image, column: 0}\n")
+    kept = {path: path.read_bytes() for path in (index, config)}
+    done = _cli(str(seg_copy), "-o", str(index))  # an index file where the picture goes
+    assert (done.returncode, done.stderr) == (1, f"Error: {index}: not a picture's name; give -o a .png, .jpg or .webp path\n")
+    with pytest.raises(UsageError, match="^" + re.escape(f"{config}: not a picture's name")):
+        shardkit.preview([seg_copy], config)  # a config passed where ``out`` goes
+    with pytest.raises(UsageError, match="is a folder"):
+        shardkit.preview([seg_copy], seg_copy)
+    with pytest.raises(UsageError, match="is one of preview's inputs"):
+        shardkit.preview([seg_copy], tmp_path / "c.webp", config=tmp_path / "c.webp")
+    inside = cls_data / "cat" / "preview.png"
+    with pytest.raises(UsageError, match="is inside the ImageFolder tree"):
+        shardkit.preview(from_folder=cls_data, out=inside)
+    assert {path: path.read_bytes() for path in kept} == kept and not inside.exists()
 
 
 def test_the_python_call_returns_a_pil_image_and_writes_only_when_asked(

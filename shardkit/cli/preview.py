@@ -11,7 +11,8 @@ from shardkit.cli.reporting import friendly_errors
 
 @click.command()
 @click.argument("paths", nargs=-1)
-@click.option("-o", "--out", "picture", required=True, type=click.Path(dir_okay=False, path_type=str), help="The picture to write (.png).")
+# OUT is checked by the library (a picture's suffix, none of the inputs), so that every refusal is one line.
+@click.option("-o", "--out", "picture", required=True, help="The picture to write (.png, .jpg or .webp).")
 @click.option("-c", "--config", type=PathOrURL(exists=True, dir_okay=False, path_type=str), help="The build's config (before a build).")
 @click.option("--from-folder", type=PathOrURL(exists=True, file_okay=False, path_type=str), help="An ImageFolder tree (before a build).")
 @click.option("--split", help="The split to show (default: every split's inputs before a build; the first split after).")

@@ -40,7 +40,8 @@ def preview(
     labels: bool = False,
 ) -> Image.Image:
     """A contact sheet of ``paths`` as a PIL image (notebooks show it inline), also written to
-    ``out`` when given (PNG, or the format its extension names).
+    ``out`` when given: a ``.png``, ``.jpg`` or ``.webp`` path that is none of the inputs (else a
+    ``UsageError`` before any work).
 
     Before a build (index files, or ``from_folder``): ``count`` entries (6, at most 64) spread over
     the inputs (of ``split``, when given; ``ignore`` as the build's), each as the original and
@@ -51,6 +52,9 @@ def preview(
     names = [os.fspath(p) for p in paths]
     if count is not None and count < 1:
         raise UsageError("-n must be at least 1")
+    if out is not None:
+        given = [*names, *(os.fspath(p) for p in (config, from_folder) if isinstance(p, str | os.PathLike))]
+        check_picture_path(os.fspath(out), given, None if from_folder is None else os.fspath(from_folder))
     if labels:
         from shardkit.view.balance import balance_sheet
 
@@ -71,6 +75,31 @@ def preview(
     return picture
 
 
+PICTURE_FORMATS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".webp": "WEBP"}
+
+
+def check_picture_path(out: str, given: Sequence[str], image_root: str | None) -> None:
+    """Refuse, before any work, a picture path that would overwrite something other than a picture:
+    an index file or a config passed where ``out`` goes (``-o data/train.txt``), one of the paths
+    given, or a file in the ImageFolder tree (an image there is one of the build's inputs)."""
+    if not location.is_url(out) and os.path.isdir(location.local_path(out)):
+        raise UsageError(f"{out}: is a folder; give -o a .png, .jpg or .webp path")
+    suffix = os.path.splitext(out)[1].lower()
+    if suffix not in PICTURE_FORMATS:
+        raise UsageError(f"{out}: not a picture's name; give -o a .png, .jpg or .webp path")
+    target = _where(out)
+    for path in given:
+        if _where(path) == target:
+            raise UsageError(f"{out}: is one of preview's inputs; give -o a new .png, .jpg or .webp path")
+    if image_root is not None and target.startswith(_where(image_root).rstrip("/") + "/"):
+        raise UsageError(f"{out}: is inside the ImageFolder tree {image_root}, where a picture is an input; give -o a path outside it")
+
+
+def _where(path: str) -> str:
+    """The file a path names: symbolic links and ``..`` followed locally, a URL as it is."""
+    return location.absolute(path) if location.is_url(path) else os.path.realpath(location.local_path(path))
+
+
 def _are_shards(paths: Sequence[str]) -> bool:
     """Whether ``paths`` name shards (an output, TFRecord files) rather than inputs: index files
     (files an input format claims) are inputs; the rest are shards when ``inspect`` would take
@@ -89,8 +118,7 @@ def _are_shards(paths: Sequence[str]) -> bool:
 
 def save(picture: Image.Image, path: str) -> None:
     """Write the picture whole or not at all, on a disk or in a bucket."""
-    suffix = path.rsplit(".", 1)[-1].lower() if "." in os.path.basename(path) else "png"
-    kind = {"jpg": "JPEG", "jpeg": "JPEG", "webp": "WEBP"}.get(suffix, "PNG")
+    kind = PICTURE_FORMATS.get(os.path.splitext(path)[1].lower(), "PNG")
     buffer = io.BytesIO()
     picture.save(buffer, kind, **({"quality": 90} if kind == "JPEG" else {"optimize": True}))
     if not location.is_url(path):
