@@ -81,6 +81,13 @@ def test_input_errors(tmp_path: Path) -> None:
     assert (code, output) == (1, "Error: give index files or folders, or --from-folder ROOT, but not both\n")
 
 
+def test_an_out_that_is_a_file_is_one_line(seg_data: Path, tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("kept")
+    code, output = run("build", str(seg_data), "-o", str(tmp_path / "a-file"))
+    assert (code, output) == (1, f"Error: {tmp_path / 'a-file'}: is a file, not a folder; give -o a folder (it is created if missing)\n")
+    assert (tmp_path / "a-file").read_text() == "kept"
+
+
 def test_no_tensorflow_for_help_or_a_whole_build(seg_data: Path, tmp_path: Path) -> None:
     """TensorFlow costs seconds and hundreds of MB per process: the CLI and build never load it."""
     script = (

@@ -39,7 +39,8 @@ def main(debug: bool, storage_options: tuple[str, ...]) -> None:
 
 @main.command()
 @click.argument("indexes", nargs=-1, type=click.Path(path_type=str))
-@click.option("-o", "--out", required=True, type=click.Path(file_okay=False, path_type=str), help="Output folder.")
+# Not file_okay=False: the library refuses a file in one line that says what to do, as it does any other unusable OUT.
+@click.option("-o", "--out", required=True, type=click.Path(path_type=str), help="Output folder.")
 @click.option(
     "-c",
     "--config",
