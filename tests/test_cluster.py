@@ -321,6 +321,26 @@ def test_three_nodes_one_killed_and_rerun_equal_the_local_build(data: Path, loca
     (out / "manifest.json").unlink()
     done = subprocess.run([sys.executable, "-m", "shardkit.cli", "finalize", str(out)], env=ENV, capture_output=True)
     assert done.returncode == 0 and (out / "manifest.json").exists()
+    assert not (out / ".shardkit" / "tmp").exists()  # the nodes' scratch space
+
+
+def test_the_manifest_and_finalize_remove_the_scratch_of_nodes_killed_while_planning(data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "scratch"
+    scratch = out / ".shardkit" / "tmp"
+
+    def killed_while_planning() -> None:  # what a node killed in the middle of its planning leaves
+        (scratch / "plan-0badc0de").mkdir(parents=True)
+        (scratch / "plan-0badc0de" / "val.plan").write_bytes(b"half a plan")
+
+    node = {"workers": 1, "records_per_shard": 6, "num_nodes": 2, "progress": False}
+    shardkit.build([data / "val.txt"], out, node_index=0, **node)
+    killed_while_planning()
+    last = shardkit.build([data / "val.txt"], out, node_index=1, **node)
+    assert last.manifest is not None and not scratch.exists()
+    (out / "manifest.json").unlink()
+    killed_while_planning()
+    shardkit.finalize(out)
+    assert (out / "manifest.json").exists() and not scratch.exists()
 
 
 def test_nodes_with_different_config_are_refused(data: Path, tmp_path: Path) -> None:

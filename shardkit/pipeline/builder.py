@@ -247,7 +247,7 @@ def _plan(
         _publish_plan(scratch, location.join(layout.state_dir(out_dir), name), fsync)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-        if num_nodes == 1:  # other nodes may be about to plan in it (a killed node's leftovers stay until a single-node run)
+        if num_nodes == 1:  # other nodes may be about to plan in it (a killed node's leftovers stay until the manifest)
             with contextlib.suppress(OSError):
                 os.rmdir(layout.scratch_dir(out_dir))
     state = {
@@ -319,7 +319,7 @@ def _publish_state(out_dir: str, state: dict[str, Any], num_nodes: int, fsync: b
 
 
 def _publish_outputs(out_dir: str, state: dict[str, Any], shards: list[ShardResult], run: dict[str, Any], fsync: bool) -> dict[str, Any]:
-    """errors.jsonl and manifest.json from the state and every shard's record."""
+    """errors.jsonl and manifest.json from the state and every shard's record; then the nodes' scratch space goes."""
     doc = manifest.make_manifest(state, shards, run)
     errors = manifest.error_lines(state, shards)
     errors_path = location.join(out_dir, layout.ERRORS)
@@ -329,6 +329,9 @@ def _publish_outputs(out_dir: str, state: dict[str, Any], shards: list[ShardResu
         location.remove(errors_path)
     tfds_metadata.write(out_dir, doc, fsync)
     atomic.write_json(location.join(out_dir, layout.MANIFEST), doc, fsync)  # last: its presence says the rest is there
+    # Every shard is committed, so the plan was published before any node could build one: no node
+    # plans now, and what nodes killed while planning left in the scratch space can go.
+    shutil.rmtree(layout.scratch_dir(out_dir), ignore_errors=True)
     return doc
 
 
