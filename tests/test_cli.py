@@ -46,7 +46,7 @@ def test_build_errors_are_one_clear_line(seg_copy: Path, tmp_path: Path) -> None
     assert code == 1
     assert output == f"Error: {seg_copy / 'val.txt'}:3: image: {seg_copy / image}: file not found\n"
     code, output = run("build", str(seg_copy / "val.txt"), "-o", str(tmp_path / "out"), "-w", "1", "--on-error", "skip")
-    assert code == 0 and "skipped 1 bad entries" in output
+    assert code == 0 and "skipped 1 bad entry: see" in output
 
 
 def test_config_error_line(seg_data: Path, tmp_path: Path) -> None:

@@ -182,6 +182,23 @@ def test_verify_cli_exit_codes(built: Path, tmp_path: Path) -> None:
     assert code == 0 and json.loads(output)["ok"] is True
 
 
+def test_counts_agree_with_their_nouns(tmp_path: Path) -> None:
+    from shardkit.units import plural
+
+    assert [plural(n, "file") for n in (0, 1, 2)] == ["0 files", "1 file", "2 files"]
+    assert plural(1, "bad entry", "bad entries") == "1 bad entry" and plural(3, "class", "classes") == "3 classes"
+    one = tmp_path / "one.tfrecord"
+    one.write_bytes(frame(b"not an Example"))
+    code, output = _cli("verify", str(one))
+    assert code == 0 and f"OK      {one} (1 record, " in output and "\n1 file, 1 record, " in output, output
+    code, output = _cli("inspect", str(one))
+    assert output.startswith("1 file, 1 record scanned (every record): 1 other record\n"), output
+    code, output = _cli("inspect", "--count", str(one), str(one))
+    assert output.endswith("2  records in 2 files\n"), output
+    code, output = _cli("inspect", "--count", str(one))
+    assert output.endswith("1  record in 1 file\n"), output
+
+
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from shardkit import demo

@@ -15,6 +15,7 @@ from typing import Any
 from shardkit.formats import tfrecord_scan
 from shardkit.formats.example_proto import BYTES, DecodeError, decode_example, decode_sequence_example, fields
 from shardkit.storage.outputs import Output, expand
+from shardkit.units import plural
 
 EXAMPLE_CHARS = 40
 
@@ -74,7 +75,7 @@ def sniff(value: bytes) -> str:
 def _show(values: Sequence[Any]) -> str:
     first = values[0]
     if isinstance(first, bytes):
-        shown = repr(first[:EXAMPLE_CHARS]) + (f"... ({len(first)} bytes)" if len(first) > EXAMPLE_CHARS else "")
+        shown = repr(first[:EXAMPLE_CHARS]) + (f"... ({plural(len(first), 'byte')})" if len(first) > EXAMPLE_CHARS else "")
     else:
         shown = repr(first)
     more = f" +{len(values) - 1} more" if len(values) > 1 else ""
@@ -126,7 +127,8 @@ def infer(paths: Sequence[str], limit: int | None = 100, compression: str = "aut
                 dtype = items[0][0] if items else "bytes"
                 lists.setdefault(key, _KeyStats(dtype)).add(dtype, [v for _, vs in items for v in vs][:1] * len(items))
         elif len(other_reasons) < 3:
-            other_reasons.append(f"record {index} at byte {offset}: {value} ({len(payload)} bytes, starts {bytes(payload[:8]).hex()})")
+            starts = bytes(payload[:8]).hex()
+            other_reasons.append(f"record {index} at byte {offset}: {value} ({plural(len(payload), 'byte')}, starts {starts})")
 
     for path in paths:
         remaining = None if limit is None else limit - seen

@@ -7,9 +7,10 @@ from typing import Any
 
 from shardkit.check.verify import VerifyReport
 from shardkit.features.registry import of_entry
-from shardkit.units import size
+from shardkit.units import plural, size
 
 WIDTH = 80
+KINDS = {"sequence_example": "sequence example", "other": "other record"}  # what inspection counts, as a noun
 
 
 def table(rows: Sequence[Sequence[str]], right: Sequence[int] = ()) -> list[str]:
@@ -66,8 +67,8 @@ def inferred_text(info: dict[str, Any]) -> list[str]:
     n = info["records_scanned"]
     limit = info["limited_to"]
     scope = "every record" if limit is None or n < limit else f"the first {n}; --all for every record"
-    kinds = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in info["kinds"].items()) or "no records"
-    lines = [f"{len(info['files'])} file(s), {n} records scanned ({scope}): {kinds}"]
+    kinds = ", ".join(plural(v, KINDS.get(k, k.replace("_", " "))) for k, v in info["kinds"].items()) or "no records"
+    lines = [f"{plural(len(info['files']), 'file')}, {plural(n, 'record')} scanned ({scope}): {kinds}"]
     for f in info["files"]:
         if f["problem"]:
             lines.append(f"  {f['path']}: {f['problem']}")
@@ -93,7 +94,7 @@ def verify_text(report: VerifyReport) -> list[str]:
     lines = []
     for f in report.files:
         if f.ok:
-            lines.append(f"OK      {f.path} ({f.records} records, {size(f.bytes)})")
+            lines.append(f"OK      {f.path} ({plural(f.records, 'record')}, {size(f.bytes)})")
         else:
             lines.append(f"FAILED  {f.path}: {f.problem}")
     lines += [f"FAILED  {problem}" for problem in report.problems]
@@ -101,5 +102,6 @@ def verify_text(report: VerifyReport) -> list[str]:
     rate = f", {report.bytes / report.seconds / 1e9:.2f} GB/s" if report.seconds > 0 else ""
     verdict = "all whole" if report.ok else f"{failed} FAILED"
     records = sum(f.records for f in report.files)
-    lines.append(f"{len(report.files)} files, {records} records, {size(report.bytes)} checked in {report.seconds:.2f}s{rate}: {verdict}")
+    counted = f"{plural(len(report.files), 'file')}, {plural(records, 'record')}"
+    lines.append(f"{counted}, {size(report.bytes)} checked in {report.seconds:.2f}s{rate}: {verdict}")
     return lines

@@ -29,6 +29,7 @@ from shardkit.interrupts import quiet_pool, stop_pool
 from shardkit.storage import layout, location
 from shardkit.storage.atomic import INCOMPLETE
 from shardkit.storage.outputs import Output, expand, is_tfrecord_name
+from shardkit.units import plural
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,7 +103,8 @@ def verify(paths: Sequence[str], *, deep: bool = False, workers: int = 1, compre
         else:
             reports = [_check(job) for job in jobs]
     except KeyboardInterrupt as exc:  # the pool's workers are gone; nothing was written
-        raise Interrupted.after(exc, f"interrupted: verify stopped before it checked all {len(jobs)} files; it changes nothing") from exc
+        stopped = f"interrupted: verify stopped before it checked all {plural(len(jobs), 'file')}; it changes nothing"
+        raise Interrupted.after(exc, stopped) from exc
     return VerifyReport(reports, problems, time.perf_counter() - started)
 
 
@@ -208,9 +210,9 @@ def _manifest_problem(expected: dict[str, Any] | None, result: tfrecord_scan.Sca
     if expected is None:
         return None
     if result.records != expected["records"]:
-        return f"the manifest says {expected['records']} records, the file has {result.records}"
+        return f"the manifest says {plural(expected['records'], 'record')}, the file has {result.records}"
     if result.file_bytes != expected["bytes"]:
-        return f"the manifest says {expected['bytes']} bytes, the file has {result.file_bytes}"
+        return f"the manifest says {plural(expected['bytes'], 'byte')}, the file has {result.file_bytes}"
     if result.crc32c != expected["crc32c"]:
         return f"checksum mismatch: the manifest says crc32c {expected['crc32c']}, the file has {result.crc32c}"
     return None

@@ -16,6 +16,7 @@ from shardkit import interrupts
 from shardkit.cli.options import PathOrURL, node_share, set_storage_options
 from shardkit.cli.preview import preview
 from shardkit.cli.reporting import friendly_errors
+from shardkit.units import plural
 from shardkit.version import __version__
 
 
@@ -185,20 +186,20 @@ def build(
     if quiet:
         return
     if result.manifest is None:
+        missing = f"{plural(result.shards_missing, 'shard')} of other nodes {'is' if result.shards_missing == 1 else 'are'}"
         click.echo(
-            f"node {node} of {nodes}: built {_plural(result.shards_built, 'shard')}, {result.shards_reused} kept; "
-            f"{result.shards_missing} shards of other nodes are not finished yet. The last node to finish writes the "
-            f"manifest, or run: shardkit finalize {result.out_dir}"
+            f"node {node} of {nodes}: built {plural(result.shards_built, 'shard')}, {result.shards_reused} kept; "
+            f"{missing} not finished yet. The last node to finish writes the manifest, or run: shardkit finalize {result.out_dir}"
         )
         return
     splits = ", ".join(
-        f"{name} {s['records']} records in {_plural(len(s['shards']), 'shard')}" for name, s in result.manifest["splits"].items()
+        f"{name} {plural(s['records'], 'record')} in {plural(len(s['shards']), 'shard')}" for name, s in result.manifest["splits"].items()
     )
     reused = f", {result.shards_reused} kept from an earlier run" if result.shards_reused else ""
     rate = f" ({result.records_per_second:.0f} records/s)" if result.records_built else ""
-    click.echo(f"built {_plural(result.shards_built, 'shard')}{reused} in {result.seconds:.1f}s{rate}: {splits}")
+    click.echo(f"built {plural(result.shards_built, 'shard')}{reused} in {result.seconds:.1f}s{rate}: {splits}")
     if result.skipped:
-        click.echo(f"skipped {result.skipped} bad entries: see {result.out_dir}/errors.jsonl", err=True)
+        click.echo(f"skipped {plural(result.skipped, 'bad entry', 'bad entries')}: see {result.out_dir}/errors.jsonl", err=True)
     click.echo(f"manifest: {result.out_dir}/manifest.json")
 
 
@@ -211,8 +212,8 @@ def finalize(out: str) -> None:
 
     result = shardkit.finalize(out)
     assert result.manifest is not None
-    splits = ", ".join(f"{name} {s['records']} records" for name, s in result.manifest["splits"].items())
-    click.echo(f"finalized {result.shards_reused} shards: {splits}\nmanifest: {result.out_dir}/manifest.json")
+    splits = ", ".join(f"{name} {plural(s['records'], 'record')}" for name, s in result.manifest["splits"].items())
+    click.echo(f"finalized {plural(result.shards_reused, 'shard')}: {splits}\nmanifest: {result.out_dir}/manifest.json")
 
 
 COMPRESSION = click.Choice(["auto", "none", "gzip", "zlib"])
@@ -255,7 +256,8 @@ def inspect(paths: tuple[str, ...], limit: int, scan_all: bool, count: bool, com
             return
         for c in counts:
             click.echo(f"{c['records']:>10}  {c['path']}" + (f"  ({c['problem']})" if c["problem"] else ""))
-        click.echo(f"{sum(c['records'] for c in counts):>10}  records in {len(counts)} files")
+        total = sum(c["records"] for c in counts)
+        click.echo(f"{total:>10}  {'record' if total == 1 else 'records'} in {plural(len(counts), 'file')}")
         return
     found = shardkit.inspect(paths, records=None if scan_all else limit, compression=compression)
     if as_json:
@@ -347,9 +349,10 @@ def snapshot_materialize(
     if quiet:
         return
     if result.up_to_date:
-        click.echo(f"{result.path} is up to date ({result.records} records, same source and preprocess code): nothing to do")
+        click.echo(f"{result.path} is up to date ({plural(result.records, 'record')}, same source and preprocess code): nothing to do")
     else:
-        click.echo(f"materialized {result.records} records ({result.bytes / 1e6:.1f} MB) into {result.path} in {result.seconds:.1f}s")
+        made = f"materialized {plural(result.records, 'record')} ({result.bytes / 1e6:.1f} MB)"
+        click.echo(f"{made} into {result.path} in {result.seconds:.1f}s")
 
 
 @main.command()
@@ -368,15 +371,11 @@ def index(paths: tuple[str, ...], workers: int | None, compression: str) -> None
 
     reports = shardkit.write_idx_files(paths, workers or default_workers(), compression)
     for r in reports:
-        click.echo(f"OK      {r.index} ({r.records} records)" if r.problem is None else f"FAILED  {r.path}: {r.problem}")
+        click.echo(f"OK      {r.index} ({plural(r.records, 'record')})" if r.problem is None else f"FAILED  {r.path}: {r.problem}")
     sys.exit(0 if all(r.problem is None for r in reports) else 1)
 
 
 main.add_command(preview)
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def run() -> None:

@@ -13,6 +13,7 @@ import numpy as np
 
 from shardkit.errors import ConfigError
 from shardkit.features.base import TFDS, BadValue, Encoder, FeatureKind, Features, FeatureSpec, Loaded, RecordStats
+from shardkit.units import plural
 
 
 class ClassNameKind(FeatureKind):
@@ -59,7 +60,7 @@ class ClassNameKind(FeatureKind):
         return entries
 
     def details(self, entry: Mapping[str, Any]) -> list[str]:
-        return [*super().details(entry), f"{entry.get('num_classes')} classes"]
+        return [*super().details(entry), plural(entry.get("num_classes", 0), "class", "classes")]
 
     def tfds_feature(self, entry: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
         return {"pythonClassName": TFDS + "class_label_feature.ClassLabel", "classLabel": {"numClasses": str(len(config["classes"]))}}
