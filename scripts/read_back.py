@@ -3,11 +3,43 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
-import tensorflow as tf
+# A TensorFlow built for GPUs logs from C++, on a machine without one, that it found no CUDA
+# driver and that cuInit failed; reading back needs no GPU. The level applies only if set before
+# the import (set it lower to see them again), and the import's own lines come before any level
+# is read, so they are held back while it runs.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+
+@contextlib.contextmanager
+def native_stderr_held() -> Iterator[None]:
+    """Hold back what C and C++ code write to stderr (file descriptor 2) while the block runs;
+    show it if the block fails, where it may say why."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        except BaseException:
+            os.dup2(saved, 2)
+            held.seek(0)
+            sys.stderr.buffer.write(held.read())
+            raise
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+with native_stderr_held():
+    import tensorflow as tf
 
 
 def feature_spec(manifest: dict) -> dict:
