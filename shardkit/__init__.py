@@ -3,6 +3,7 @@
 The public Python API, one function per command (``shardkit.api`` holds them)::
 
     shardkit.build(indexes, out, config=..., seed=...)  -> BuildResult       shardkit build
+    shardkit.build_with(indexes, out, BuildOptions(...)) -> BuildResult      (the same, options as one value)
     shardkit.finalize(out)                              -> BuildResult       shardkit finalize
     shardkit.inspect(paths)                             -> dict              shardkit inspect
     shardkit.count_records(paths)                       -> list[dict]        shardkit inspect --count
@@ -26,12 +27,14 @@ from shardkit.version import __version__
 
 if TYPE_CHECKING:
     from shardkit.api import (
+        BuildOptions,
         BuildResult,
         FileReport,
         IndexReport,
         SnapshotResult,
         VerifyReport,
         build,
+        build_with,
         count_records,
         finalize,
         inspect,
@@ -42,6 +45,7 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "BuildOptions",
     "BuildResult",
     "FileReport",
     "IndexReport",
@@ -49,6 +53,7 @@ __all__ = [
     "VerifyReport",
     "__version__",
     "build",
+    "build_with",
     "count_records",
     "finalize",
     "inspect",

@@ -19,7 +19,8 @@ PACKAGE = Path(shardkit.__file__).parent
 PUBLIC = {
     "shardkit": [
         "build", "finalize", "inspect", "count_records", "verify", "write_idx_files", "materialize_snapshot",
-        "BuildResult", "VerifyReport", "FileReport", "IndexReport", "SnapshotResult", "__version__", "preview",
+        "BuildResult", "VerifyReport", "FileReport", "IndexReport", "SnapshotResult", "__version__", "preview", "BuildOptions",
+        "build_with",
     ],
     "shardkit.errors": [
         "ShardkitError", "UsageError", "ConfigError", "EntryError", "OutputError", "StateError", "WriteError", "CorruptShardError",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 import click
 
@@ -126,33 +127,23 @@ def main(debug: bool, storage_options: tuple[str, ...]) -> None:
 def build(
     indexes: tuple[str, ...],
     out: str,
-    config: str | None,
-    from_folder: str | None,
-    split: str | None,
-    ignore: tuple[str, ...],
-    records_per_shard: int | None,
-    workers: int | None,
-    seed: int,
-    shuffle: bool,
-    source_id: bool,
     compression: str,
-    on_error: str,
-    overwrite: bool,
-    fsync: bool,
-    index: bool,
     executor: str,
     scheduler: str | None,
     num_nodes: int | None,
     node_index: int | None,
     quiet: bool,
     force_progress: bool,
+    **options: Any,
 ) -> None:
     """Build TFRecord shards from INDEX files or folders of them.
 
     Re-running the same command resumes an interrupted build.
     """
-    import shardkit
+    from shardkit.api import BuildOptions, build_with
 
+    # The options named above differ from BuildOptions' fields and are translated; the rest are its
+    # fields by name, checked where it is made.
     nodes, node = node_share(num_nodes, node_index)
     dask_executor = None
     if executor == "dask":
@@ -161,28 +152,15 @@ def build(
         from shardkit.executors import DaskExecutor
 
         dask_executor = DaskExecutor(scheduler)
-    result = shardkit.build(
-        indexes,
-        out,
-        config=config,
-        from_folder=from_folder,
-        split=split,
-        ignore=ignore,
-        records_per_shard=records_per_shard,
-        workers=workers,
-        seed=seed,
+    built = BuildOptions(
         compression=None if compression == "none" else compression,
-        on_error=on_error,
-        overwrite=overwrite,
-        fsync=fsync,
-        progress=False if quiet else (True if force_progress else None),
         executor=dask_executor,
         num_nodes=nodes,
         node_index=node,
-        index=index,
-        shuffle=shuffle,
-        source_id=source_id,
+        progress=False if quiet else (True if force_progress else None),
+        **options,
     )
+    result = build_with(indexes, out, built)
     if quiet:
         return
     if result.manifest is None:

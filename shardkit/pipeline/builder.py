@@ -20,19 +20,17 @@ from pathlib import Path
 from typing import Any
 
 from shardkit import interrupts
-from shardkit.errors import StateError, UsageError, WriteError
+from shardkit.errors import StateError, WriteError
 from shardkit.pipeline.config import Config
 from shardkit.pipeline.executors.local_executors import Executor, InlineExecutor, PoolExecutor, default_workers
 from shardkit.pipeline.inputs.splits import SplitInput, fingerprint_of, resolve_config, rows_by_split
+from shardkit.pipeline.options import BuildOptions, check_call
 from shardkit.pipeline.plan.planner import make_plan
 from shardkit.pipeline.plan.tasks import BuildSettings, ShardResult, ShardTask, tasks_from_plan
 from shardkit.pipeline.state import manifest, preflight, resume, stopped, tfds_metadata
 from shardkit.pipeline.state.bucket_lock import BucketLock, live_holders, stale_seconds
 from shardkit.pipeline.state.lock import OutputLock
 from shardkit.storage import atomic, layout, location
-
-ON_ERROR = ("fail", "skip")
-COMPRESSIONS = (None, "gzip")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,9 +77,9 @@ def build(
     """Build TFRecord shards from index files (or an ImageFolder tree) into ``out``.
 
     Re-running the same call resumes: finished shards are kept, the rest are built. A different
-    config or input raises ``StateError`` (an ``OutputError``) unless ``overwrite``. ``progress=None`` shows a bar
-    only when stderr is a terminal. ``fsync=False`` skips flushing shards to stable storage
-    (a kill still leaves finished shards whole; a power cut may not): for scratch disks only.
+    config or input raises ``StateError`` (an ``OutputError``) unless ``overwrite``. ``progress=None``
+    shows a bar only when stderr is a terminal. ``fsync=False`` skips flushing shards to stable
+    storage (a kill still leaves finished shards whole; a power cut may not): for scratch disks only.
 
     ``num_nodes``/``node_index`` build one node's share of the global plan into a shared OUT;
     the node that finds every shard committed writes the manifest (``manifest`` is None on the
@@ -91,35 +89,38 @@ def build(
     ``shuffle`` orders each split's entries, and the records within each shard, by hashes of
     ``seed`` and each entry's identity (False keeps the inputs' order). ``source_id`` adds a
     string feature naming each record's input (``index-file:line``, or the path under the folder).
+
+    The keywords are ``BuildOptions``' fields (a bad value is a ``UsageError``); ``build_with``
+    takes them as one value.
     """
+    options = BuildOptions(
+        config=config, from_folder=from_folder, split=split, ignore=ignore, records_per_shard=records_per_shard, workers=workers,
+        seed=seed, compression=compression, on_error=on_error, overwrite=overwrite, fsync=fsync, progress=progress,
+        executor=executor, num_nodes=num_nodes, node_index=node_index, index=index, shuffle=shuffle, source_id=source_id,
+    )  # fmt: skip
+    return build_with(indexes, out, options)
+
+
+def build_with(indexes: Sequence[str | Path], out: str | Path, options: BuildOptions) -> BuildResult:
+    """``build``, its options made already (as the CLI makes them from its parameters)."""
     started = time.perf_counter()
+    num_nodes, node_index = options.num_nodes, options.node_index
     reached = stopped.Progress(node=(node_index, num_nodes))
     with stopped.reporting(reached):
-        workers = workers if workers is not None else default_workers()
-        _check_options(indexes, out, from_folder, records_per_shard, workers, compression, on_error)
-        if not 0 <= node_index < num_nodes:
-            raise UsageError(f"--node-index {node_index} is outside 0..{num_nodes - 1} (--num-nodes {num_nodes})")
-        if num_nodes > 1 and overwrite:
-            raise UsageError("--overwrite with --num-nodes would let one node delete the others' shards: clear OUT first")
+        check_call(indexes, out, options)
+        workers = options.workers if options.workers is not None else default_workers()
         out_dir = location.absolute(str(out))
         preflight.check_out_folder(out_dir)
         reached.out_dir = out_dir
 
-        check = getattr(executor, "check", None)  # a cluster executor: is it there at all?
+        check = getattr(options.executor, "check", None)  # a cluster executor: is it there at all?
         if callable(check):
             check()
-        splits, inputs = rows_by_split(indexes, from_folder, split, ignore)
-        cfg = resolve_config(config, splits)
-        if source_id:
+        splits, inputs = rows_by_split(indexes, options.from_folder, options.split, options.ignore)
+        cfg = resolve_config(options.config, splits)
+        if options.source_id:
             cfg = cfg.with_source_id()
-        parameters = {
-            "seed": seed,
-            "compression": compression,
-            "records_per_shard": records_per_shard,
-            "split": split,
-            "index": index,
-            "shuffle": shuffle,
-        }
+        parameters = options.parameters()
         # The class lists are not in it: the inputs decide them, and resuming must not re-read every row.
         fingerprint = fingerprint_of(cfg, parameters, inputs)
         reached.fingerprint = fingerprint
@@ -131,9 +132,9 @@ def build(
             bucket_lock = _lock(held, out_dir, num_nodes, node_index)
             if num_nodes == 1:
                 shutil.rmtree(layout.scratch_dir(out_dir), ignore_errors=True)  # a killed build's half plan: ours alone
-            state = resume.prepare_state(out_dir, fingerprint, cfg, parameters, inputs, overwrite, multi_node=num_nodes > 1)
+            state = resume.prepare_state(out_dir, fingerprint, cfg, parameters, inputs, options.overwrite, multi_node=num_nodes > 1)
             if not resume.has_plan(out_dir, state):
-                state = _plan(out_dir, state, splits, cfg, on_error, num_nodes, fsync, workers, progress)
+                state = _plan(out_dir, state, splits, cfg, options, workers)
             if num_nodes > 1 and state.get("nodes", num_nodes) != num_nodes:
                 raise StateError(
                     f"{out_dir}: this build's plan is shared by {state['nodes']} nodes, not {num_nodes}: shares would overlap. "
@@ -141,7 +142,10 @@ def build(
                     "change SLURM_ARRAY_TASK_COUNT, so pass them explicitly)"
                 )
             cfg = cfg.with_classes(state["classes"])
-            settings = BuildSettings(out_dir, cfg, seed, compression, on_error, fingerprint, fsync, index, shuffle, state["plan"])
+            settings = BuildSettings(
+                out_dir, cfg, options.seed, options.compression, options.on_error, fingerprint, options.fsync, options.index,
+                options.shuffle, state["plan"],
+            )  # fmt: skip
             tasks = tasks_from_plan(state["splits"], settings)
             mine = tasks[node_index::num_nodes]  # a node's deterministic share of the one global plan
             reached.names = [t.name for t in mine]
@@ -149,9 +153,9 @@ def build(
             pending = [t for t in mine if t.name not in done]
             splits_left = {t.split for t in pending}
             preflight.warn_if_short_of_space(out_dir, pending, {n: state["splits"][n].get("bytes_per_entry", 0.0) for n in splits_left})
-            executor = executor or (InlineExecutor() if workers == 1 else PoolExecutor(workers))
+            executor = options.executor or (InlineExecutor() if workers == 1 else PoolExecutor(workers))
             try:
-                fresh = _execute(executor, pending, mine, done, cfg, progress)
+                fresh = _execute(executor, pending, mine, done, cfg, options.progress)
             finally:
                 # Temp files of shards stopped mid-way. Ours alone: other nodes may be writing theirs.
                 with interrupts.held():  # a second Ctrl-C must not cut the sweep short
@@ -171,8 +175,14 @@ def build(
                     raise StateError(
                         f"{out_dir}: {len(missing)} shards this build committed are gone ({missing[0]}, ...); rerun to rebuild them"
                     )
-            run = {"workers": workers, "on_error": on_error, "fsync": fsync, "ignore": list(ignore), "nodes": num_nodes}
-            doc = None if missing else _publish_outputs(out_dir, state, list(finished.values()), run, fsync)
+            run = {
+                "workers": workers,
+                "on_error": options.on_error,
+                "fsync": options.fsync,
+                "ignore": list(options.ignore),
+                "nodes": num_nodes,
+            }
+            doc = None if missing else _publish_outputs(out_dir, state, list(finished.values()), run, options.fsync)
         return BuildResult(
             out_dir=out_dir,
             manifest=doc,
@@ -209,15 +219,7 @@ def finalize(out: str | Path, fsync: bool = True) -> BuildResult:
 
 
 def _plan(
-    out_dir: str,
-    state: dict[str, Any],
-    splits: dict[str, SplitInput],
-    cfg: Config,
-    on_error: str,
-    num_nodes: int,
-    fsync: bool,
-    processes: int,
-    progress: bool | None,
+    out_dir: str, state: dict[str, Any], splits: dict[str, SplitInput], cfg: Config, options: BuildOptions, processes: int
 ) -> dict[str, Any]:
     """Plan into a scratch folder, publish it as ``.shardkit/plan-<fingerprint>``, then the state.
 
@@ -230,7 +232,7 @@ def _plan(
     with atomic.naming(scratch):
         os.makedirs(scratch)
     try:
-        with atomic.naming(layout.state_dir(out_dir)), _bar("planning", " entries", progress) as bar:
+        with atomic.naming(layout.state_dir(out_dir)), _bar("planning", " entries", options.progress) as bar:
             plan = make_plan(
                 splits,
                 cfg,
@@ -238,16 +240,16 @@ def _plan(
                 seed=parameters["seed"],
                 shuffle=parameters["shuffle"],
                 records_per_shard=parameters["records_per_shard"],
-                on_error=on_error,
-                durable=fsync,
+                on_error=options.on_error,
+                durable=options.fsync,
                 processes=processes,
                 progress=bar.update,
             )
         name = resume.plan_name(state["fingerprint"])
-        _publish_plan(scratch, location.join(layout.state_dir(out_dir), name), fsync)
+        _publish_plan(scratch, location.join(layout.state_dir(out_dir), name), options.fsync)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-        if num_nodes == 1:  # other nodes may be about to plan in it (a killed node's leftovers stay until the manifest)
+        if options.num_nodes == 1:  # other nodes may be about to plan in it (a killed node's leftovers stay until the manifest)
             with contextlib.suppress(OSError):
                 os.rmdir(layout.scratch_dir(out_dir))
     state = {
@@ -258,9 +260,9 @@ def _plan(
         "classes": {s.key: list(s.classes or ()) for s in plan.config.features if s.kind.has_classes},
         "config": plan.config.to_dict(),
     }
-    if num_nodes > 1:
-        state["nodes"] = num_nodes
-    return _publish_state(out_dir, state, num_nodes, fsync)
+    if options.num_nodes > 1:
+        state["nodes"] = options.num_nodes
+    return _publish_state(out_dir, state, options.num_nodes, options.fsync)
 
 
 def _lock(held: contextlib.ExitStack, out_dir: str, num_nodes: int, node_index: int) -> BucketLock | None:
@@ -333,29 +335,6 @@ def _publish_outputs(out_dir: str, state: dict[str, Any], shards: list[ShardResu
     # plans now, and what nodes killed while planning left in the scratch space can go.
     shutil.rmtree(layout.scratch_dir(out_dir), ignore_errors=True)
     return doc
-
-
-def _check_options(
-    indexes: Sequence[str | Path],
-    out: str | Path,
-    from_folder: str | Path | None,
-    records_per_shard: int | None,
-    workers: int,
-    compression: str | None,
-    on_error: str,
-) -> None:
-    if not str(out):
-        raise UsageError("an output folder is required (-o OUT)")
-    if bool(indexes) == (from_folder is not None):
-        raise UsageError("give index files or folders, or --from-folder ROOT, but not both")
-    if records_per_shard is not None and records_per_shard < 1:
-        raise UsageError("--records-per-shard must be at least 1")
-    if workers < 1:
-        raise UsageError("--workers must be at least 1")
-    if compression not in COMPRESSIONS:
-        raise UsageError(f"unknown compression {compression!r} (known: none, gzip)")
-    if on_error not in ON_ERROR:
-        raise UsageError(f"unknown --on-error {on_error!r} (known: fail, skip)")
 
 
 def _bar(what: str, unit: str, progress: bool | None, total: int | None = None, initial: int = 0) -> Any:
