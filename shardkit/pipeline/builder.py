@@ -23,10 +23,11 @@ from shardkit import interrupts
 from shardkit.errors import StateError, WriteError
 from shardkit.pipeline.config import Config
 from shardkit.pipeline.executors.local_executors import Executor, InlineExecutor, PoolExecutor, default_workers
-from shardkit.pipeline.inputs.splits import SplitInput, fingerprint_of, resolve_config, rows_by_split
+from shardkit.pipeline.inputs.splits import SplitInput, fingerprint_of
 from shardkit.pipeline.options import BuildOptions, check_call
 from shardkit.pipeline.plan.planner import make_plan
 from shardkit.pipeline.plan.tasks import BuildSettings, ShardResult, ShardTask, tasks_from_plan
+from shardkit.pipeline.prepare import prepare
 from shardkit.pipeline.state import manifest, preflight, resume, stopped, tfds_metadata
 from shardkit.pipeline.state.bucket_lock import BucketLock, live_holders, stale_seconds
 from shardkit.pipeline.state.lock import OutputLock
@@ -116,10 +117,11 @@ def build_with(indexes: Sequence[str | Path], out: str | Path, options: BuildOpt
         check = getattr(options.executor, "check", None)  # a cluster executor: is it there at all?
         if callable(check):
             check()
-        splits, inputs = rows_by_split(indexes, options.from_folder, options.split, options.ignore)
-        cfg = resolve_config(options.config, splits)
-        if options.source_id:
-            cfg = cfg.with_source_id()
+        prepared = prepare(
+            indexes, config=options.config, from_folder=options.from_folder, split=options.split, ignore=options.ignore,
+            source_id=options.source_id,
+        )  # fmt: skip
+        splits, cfg, inputs = prepared.splits, prepared.config, prepared.inputs
         parameters = options.parameters()
         # The class lists are not in it: the inputs decide them, and resuming must not re-read every row.
         fingerprint = fingerprint_of(cfg, parameters, inputs)

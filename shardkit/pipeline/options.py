@@ -78,5 +78,10 @@ def check_call(indexes: Sequence[str | Path], out: str | Path, options: BuildOpt
     """What the options alone cannot check: an output folder, and inputs from one place."""
     if not str(out):
         raise UsageError("an output folder is required (-o OUT)")
-    if bool(indexes) == (options.from_folder is not None):
+    check_inputs(indexes, options.from_folder)
+
+
+def check_inputs(indexes: Sequence[str | Path], from_folder: str | Path | None) -> None:
+    """Index files and folders, or an ImageFolder tree: one of the two (as a build, so a preview)."""
+    if bool(indexes) == (from_folder is not None):
         raise UsageError("give index files or folders, or --from-folder ROOT, but not both")

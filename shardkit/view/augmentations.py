@@ -1,6 +1,6 @@
 """Augmentations before a build: a few entries, each as the original and its augmented copies.
 
-The inputs are read and checked as the build reads them (``rows_by_split``, ``resolve_config``,
+The inputs are read and checked as the build reads them (the build's ``prepare``, then
 ``checked_rows``: a bad line or an unknown config key is the build's own one-line error), and the
 class lists are collected from every row, so class ids and names are the build's. Only the chosen
 entries' files are opened. Their records come from the build's ``RecordMaker``, with the config's
@@ -27,7 +27,9 @@ from shardkit.formats.example_proto import decode_example
 from shardkit.pipeline.config import Config
 from shardkit.pipeline.inputs.entries import Entry, checked_rows, to_entry
 from shardkit.pipeline.inputs.formats.input_format import Row
-from shardkit.pipeline.inputs.splits import SplitInput, resolve_config, rows_by_split
+from shardkit.pipeline.inputs.splits import SplitInput
+from shardkit.pipeline.options import check_inputs
+from shardkit.pipeline.prepare import prepare
 from shardkit.pipeline.shard.records import RecordMaker
 from shardkit.view import sheet
 from shardkit.view.records import decode_mask, decode_picture
@@ -80,21 +82,19 @@ def augmentation_records(
     """``entries`` entries spread evenly over the inputs (in input order, splits one after the
     other, first and last included), each with its original record and ``copies`` augmented ones,
     made by the build's own code with ``seed``. Raises the build's errors for bad inputs."""
-    if bool(indexes) == (from_folder is not None):
-        raise UsageError("give index files or folders, or --from-folder ROOT, but not both")
+    check_inputs(indexes, from_folder)
     if entries < 1:
         raise UsageError("-n must be at least 1")
     if entries > MAX_ENTRIES:
         raise UsageError(f"-n must be at most {MAX_ENTRIES} (a sheet of more is not a preview)")
     if not 0 <= copies <= MAX_COPIES:
         raise UsageError(f"--copies must be between 0 and {MAX_COPIES}")
-    splits, _ = rows_by_split(indexes, from_folder, None, ignore)
-    if split is not None:  # the split to show, as the file names say (not the build's --split, which renames)
-        if split not in splits:
-            raise UsageError(f"no split {split!r} in the inputs (they have {', '.join(sorted(splits))})")
-        splits = {split: splits[split]}
-    cfg = resolve_config(config, splits)
-    if not any(spec.key == "source_id" for spec in cfg.features):  # a config's own source_id is kept (as --no-source-id)
+    # The build's front half, with the preview's two differences: --split picks the split to show, as
+    # the file names say (the build's --split renames every input's), and a config's own source_id is
+    # kept (as a build with --no-source-id keeps it) rather than refused.
+    prepared = prepare(indexes, config=config, from_folder=from_folder, only_split=split, ignore=ignore, source_id=False)
+    splits, cfg = prepared.splits, prepared.config
+    if not any(spec.key == "source_id" for spec in cfg.features):
         cfg = cfg.with_source_id()
     if not any(spec.kind.leads for spec in cfg.features):
         raise ShardkitError("the config has no image feature: there is nothing to preview")
