@@ -117,7 +117,7 @@ def test_imports_run_only_downwards(module: str) -> None:
 def test_no_module_imports_the_package_root() -> None:
     """The root re-exports the API; a module importing it (for __version__, say) points the arrow back up."""
     importers = sorted(m for m in MODULES if m != "shardkit" and "shardkit" in _root_imports(m))
-    assert importers == ["shardkit.cli.main"], importers  # the CLI calls the public API through it
+    assert importers and all(m.startswith("shardkit.cli.") for m in importers), importers  # the CLI calls the public API through it
 
 
 def _root_imports(module: str) -> set[str]:

@@ -1,14 +1,15 @@
-"""Command-line parameters that reach past click: paths that may be URLs, fsspec's options, a node's share."""
+"""Command-line parameters: paths that may be URLs, fsspec's options, a node's share, and the option bundles commands share."""
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import click
 
+F = TypeVar("F", bound=Callable[..., Any])
 STORAGE_OPTIONS_VARIABLE = "SHARDKIT_STORAGE_OPTIONS"  # read by shardkit.storage.location, in every process
 
 
@@ -55,3 +56,20 @@ def node_share(num_nodes: int | None, node_index: int | None) -> tuple[int, int]
     if nodes > 1 and node_index is None:
         raise click.UsageError("--num-nodes needs --node-index (or SLURM_ARRAY_TASK_ID / JOB_COMPLETION_INDEX)")
     return nodes, node_index or 0
+
+
+# Options several commands share, spelled once.
+READ_COMPRESSION = click.option(
+    "--compression",
+    type=click.Choice(["auto", "none", "gzip", "zlib"]),
+    default="auto",
+    show_default=True,
+    help="auto: from the file's first bytes (a .gz name is not needed).",
+)
+AS_JSON = click.option("--json", "as_json", is_flag=True, help="One JSON document instead of text.")
+QUIET = click.option("-q", "--quiet", is_flag=True, help="No progress bar and no summary.")
+
+
+def workers(what: str) -> Callable[[F], F]:
+    """``-w/--workers``: how many ``what`` run in parallel."""
+    return click.option("-w", "--workers", type=click.IntRange(min=1), help=f"{what} in parallel (default: the usable cores).")
