@@ -68,10 +68,11 @@ def main() -> None:
         data = demo.make_segmentation(work / "data", train=args.images, val=0, width=width, height=height)
         out = work / "out"
         result = shardkit.build([data], out, workers=os.cpu_count(), progress=False)
-        records = result.manifest["splits"]["train"]["records"]
+        assert result.manifest is not None
+        records = result.manifest.splits["train"].records
         manifest = read_manifest(str(out))
         spec = feature_spec(manifest)
-        files = [str(out / s["name"]) for s in manifest["splits"]["train"]["shards"]]
+        files = [str(out / s.name) for s in manifest.splits["train"].shards]
         print(f"{records} records ({args.size} JPEG + PNG mask) in {len(files)} shards; batches of {BATCH}; {os.cpu_count()} cores; "
               f"tensorflow {tf.__version__}\n")  # fmt: skip
 

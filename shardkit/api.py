@@ -16,10 +16,10 @@ from shardkit.check.verify import FileReport, VerifyReport, verify
 from shardkit.errors import ConfigError
 from shardkit.formats.idx_sidecar import IndexReport
 from shardkit.formats.idx_sidecar import write_idx_files as _write_idx_files
+from shardkit.output.found import expand
 from shardkit.pipeline.builder import BuildResult, build, build_with, finalize
 from shardkit.pipeline.options import BuildOptions
 from shardkit.read.materialize import DEFAULT_NUM_SHARDS, SnapshotResult
-from shardkit.storage.outputs import expand
 from shardkit.view.preview import preview
 
 __all__ = [

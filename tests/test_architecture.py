@@ -33,7 +33,7 @@ PUBLIC = {
 }  # fmt: skip
 
 # Who may import whom: a layer imports itself and the layers below it, never one beside or above.
-# cli -> api (and the public paths) -> view -> pipeline | check | read -> features -> formats -> storage -> errors, version
+# cli -> api (and the public paths) -> view -> pipeline | check | read -> features, output -> formats -> storage -> errors, version
 LEAVES = {"errors", "interrupts", "units", "version"}  # import nothing of shardkit but errors
 LAYERS = {
     "errors": set(),
@@ -44,14 +44,15 @@ LAYERS = {
     "storage": LEAVES,
     "formats": {"storage"} | LEAVES,
     "features": {"formats", "storage"} | LEAVES,
-    "pipeline": {"features", "formats", "storage"} | LEAVES,
-    "check": {"features", "formats", "storage"} | LEAVES,
-    "read": {"features", "formats", "storage"} | LEAVES,
-    "view": {"pipeline", "check", "read", "features", "formats", "storage"} | LEAVES,
-    "api": {"view", "pipeline", "check", "read", "features", "formats", "storage"} | LEAVES,
-    "public": {"pipeline", "check", "read", "features", "formats", "storage"} | LEAVES,  # shardkit.tfdata, .reader, .executors
+    "output": {"formats", "storage"} | LEAVES,  # the typed contract of OUT: names, manifest, build state, shard records
+    "pipeline": {"features", "output", "formats", "storage"} | LEAVES,
+    "check": {"features", "output", "formats", "storage"} | LEAVES,
+    "read": {"features", "output", "formats", "storage"} | LEAVES,
+    "view": {"pipeline", "check", "read", "features", "output", "formats", "storage"} | LEAVES,
+    "api": {"view", "pipeline", "check", "read", "features", "output", "formats", "storage"} | LEAVES,
+    "public": {"pipeline", "check", "read", "features", "output", "formats", "storage"} | LEAVES,  # shardkit.tfdata, .reader, .executors
     "package": {"api", "version"},  # shardkit/__init__.py
-    "cli": {"api", "public", "package", "check"} | LEAVES,
+    "cli": {"api", "public", "package", "check", "output"} | LEAVES,  # output: the names in OUT it prints
 }
 PUBLIC_PATHS = {"tfdata", "reader", "executors"}
 

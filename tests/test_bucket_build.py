@@ -49,7 +49,7 @@ def test_build_into_a_bucket_equals_the_local_build(seg_data: Path, bucket: str,
     objects = _objects(f"{bucket}/out")
     assert _shards(objects) == _local_files(tmp_path / "local")  # byte for byte: shards and .idx files
     manifest = json.loads(objects["manifest.json"])
-    assert manifest["splits"] == local.manifest["splits"] if local.manifest else False
+    assert local.manifest is not None and manifest["splits"] == local.manifest.to_dict()["splits"]
     assert {"dataset_info.json", "features.json", ".shardkit/build.json"} <= set(objects)
     assert not [n for n in objects if "incomplete" in n]  # nothing unfinished is ever an object
 
@@ -220,9 +220,10 @@ def test_two_nodes_build_into_one_bucket_prefix(seg_data: Path, bucket: str, tmp
     with pytest.raises(shardkit.errors.OutputError, match="2 of 4 shards are not finished"):
         shardkit.finalize(out)
     second = shardkit.build([seg_data], out, num_nodes=2, node_index=1, **SEG_OPTIONS)  # type: ignore[arg-type]
-    assert second.manifest is not None and second.manifest["splits"] == (local.manifest or {})["splits"]
+    assert second.manifest is not None and local.manifest is not None and second.manifest.splits == local.manifest.splits
     assert _shards(_objects(out)) == _local_files(tmp_path / "local")
-    assert shardkit.finalize(out).manifest == json.loads(location.read_bytes(f"{out}/manifest.json"))
+    finalized = shardkit.finalize(out).manifest
+    assert finalized is not None and finalized.to_dict() == json.loads(location.read_bytes(f"{out}/manifest.json"))
 
 
 @pytest.mark.slow
@@ -238,7 +239,7 @@ def test_a_dask_build_into_a_bucket_equals_the_local_build(seg_data: Path, store
         result = shardkit.build([seg_data], f"{bucket}/dask", executor=DaskExecutor(address), **options)  # type: ignore[arg-type]
     assert result.shards_built == 4
     assert result.manifest is not None and local.manifest is not None
-    assert result.manifest["splits"] == local.manifest["splits"]
+    assert result.manifest.splits == local.manifest.splits
     assert _shards(_objects(f"{bucket}/dask")) == _local_files(tmp_path / "local")
     assert (staging / f"shardkit-staging-{os.getuid()}").is_dir()
 

@@ -101,12 +101,12 @@ def test_from_folder_in_a_bucket(store: Store, bucket: str, cls_data: Path, tmp_
     photos = upload(store, cls_data, f"{bucket}/photos")
     local = shardkit.build(out=tmp_path / "local", from_folder=cls_data, workers=1, progress=False)
     remote = shardkit.build(out=tmp_path / "remote", from_folder=photos + "/", workers=2, progress=False)
-    assert remote.manifest is not None and remote.manifest["classes"] == {"label": ["cat", "dog", "fox"]}
+    assert remote.manifest is not None and remote.manifest.classes == {"label": ("cat", "dog", "fox")}
     assert remote.records == local.records == 3 * (6 + 1)
     assert records(tmp_path / "remote") == records(tmp_path / "local")  # source_id: the path under ROOT, the same
     flat = upload(store, cls_data / "val", f"{bucket}/flat")  # ROOT/<class>/<img>: one split, train
     result = shardkit.build(out=tmp_path / "flat", from_folder=flat, workers=1, progress=False)
-    assert result.manifest is not None and list(result.manifest["splits"]) == ["train"] and result.records == 3
+    assert result.manifest is not None and list(result.manifest.splits) == ["train"] and result.records == 3
     with pytest.raises(ShardkitError, match=r"/nothing: no such folder \(no objects under it\)$"):
         shardkit.build(out=tmp_path / "none", from_folder=f"{bucket}/nothing", workers=1, progress=False)
 

@@ -15,7 +15,6 @@ import struct
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -25,6 +24,7 @@ from shardkit.check.inspection import inspect
 from shardkit.check.verify import verify
 from shardkit.errors import ShardkitError
 from shardkit.formats.idx_sidecar import write_idx_files
+from shardkit.output.manifest import Manifest
 from shardkit.read import tf_datasets as tfdata
 from shardkit.reader import ShardReader
 from tests import object_stores
@@ -259,8 +259,8 @@ def test_snapshot_of_an_s3_source_is_one_line(s3_store: Store, local_out: Path, 
     assert "\n" not in str(caught.value) and not (tmp_path / "snap").exists()
 
 
-def manifest_keys(manifest: dict[str, Any]) -> list[str]:
-    return [f["key"] for f in manifest["schema"]]
+def manifest_keys(manifest: Manifest) -> list[str]:
+    return [f["key"] for f in manifest.schema]
 
 
 def test_unreadable_urls_for_tensorflow_are_named() -> None:

@@ -17,6 +17,7 @@ from shardkit.errors import EntryError, OutputError, WorkerError
 from shardkit.executors import PoolExecutor
 from shardkit.formats import image_codec
 from shardkit.formats.tfrecord_io import file_crc32c
+from shardkit.output.manifest import Manifest
 from shardkit.pipeline.config import parse_config
 from shardkit.pipeline.plan.arithmetic import record_seed
 from shardkit.pipeline.shard.augment import Augmenter
@@ -85,7 +86,9 @@ def test_manifest_describes_the_shards(seg_data: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     result = shardkit.build([seg_data], out, config=parse_config(SEG_CONFIG), workers=1, records_per_shard=5, progress=False)
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest == result.manifest
+    assert result.manifest is not None and manifest == result.manifest.to_dict()
+    assert list(manifest) == list(result.manifest.to_dict())  # the key order too: users diff these files
+    assert Manifest.from_dict(manifest) == result.manifest
     assert manifest["format"] == "shardkit.manifest" and manifest["version"] == 1
     train = manifest["splits"]["train"]
     assert [s["name"] for s in train["shards"]] == [f"train-{i:05d}-of-00005.tfrecord" for i in range(5)]
@@ -135,7 +138,7 @@ def test_resume_keeps_finished_shards_and_rebuilds_the_rest(seg_data: Path, tmp_
     assert (again.shards_built, again.shards_reused) == (2, 6)
     assert {s: raw_records(str(out), s) for s in ("train", "val")} == reference
     assert not list(out.glob(".*incomplete*"))
-    assert again.manifest["splits"] == first.manifest["splits"]
+    assert again.manifest is not None and first.manifest is not None and again.manifest.splits == first.manifest.splits
     third = shardkit.build([seg_data], out, **args)
     assert (third.shards_built, third.shards_reused) == (0, 8)
 
@@ -151,7 +154,8 @@ def test_a_different_build_is_refused_unless_overwrite(seg_data: Path, tmp_path:
     result = shardkit.build([seg_data], out, workers=1, config=parse_config(SEG_CONFIG), overwrite=True, progress=False)
     assert result.shards_reused == 0 and result.records == 96
     assert (out / "notes.txt").read_text() == "mine"  # --overwrite deletes only what a build wrote
-    assert sorted(p.name for p in out.glob("*.tfrecord")) == [s["name"] for sp in result.manifest["splits"].values() for s in sp["shards"]]
+    assert result.manifest is not None
+    assert sorted(p.name for p in out.glob("*.tfrecord")) == [s.name for _, s in result.manifest.shards()]
 
 
 def test_second_build_into_the_same_folder_is_refused(seg_data: Path, tmp_path: Path) -> None:
@@ -216,8 +220,8 @@ def test_missing_image_fails_naming_file_and_line_then_skip_finishes(seg_copy: P
             "reason": f"image: {seg_copy / image_path}: file not found",
         }
     ]
-    assert result.manifest["errors"] == {"skipped": 1, "file": "errors.jsonl"}
-    assert result.manifest["splits"]["train"]["skipped"] == 1
+    assert result.manifest is not None and result.manifest.to_dict()["errors"] == {"skipped": 1, "file": "errors.jsonl"}
+    assert result.manifest.skipped == result.manifest.splits["train"].skipped == 1
     assert len(read_split(str(out), "train")) == 23
 
 
@@ -242,7 +246,7 @@ def test_bad_entries_of_every_kind(seg_copy: Path, tmp_path: Path) -> None:
 
 def test_from_folder_classification(cls_data: Path, tmp_path: Path) -> None:
     result = shardkit.build(out=tmp_path / "out", from_folder=cls_data, workers=1, progress=False)
-    assert result.manifest["classes"] == {"label": ["cat", "dog", "fox"]}
+    assert result.manifest is not None and result.manifest.classes == {"label": ("cat", "dog", "fox")}
     for split, per_class in (("train", 6), ("val", 1)):
         records = by_source(read_split(str(tmp_path / "out"), split))
         files = sorted((cls_data / split).glob("*/*.jpg"))
@@ -295,7 +299,8 @@ def test_jsonl_ragged_lists(tmp_path: Path) -> None:
     (tmp_path / "train.jsonl").write_text('{"image": "a.jpg", "boxes": [1, 2, 3]}\n{"image": "a.jpg", "boxes": []}\n')
     config = parse_config({"features": {"image": {"kind": "image", "encoding": "raw"}, "boxes": {"kind": "int64"}}})
     result = shardkit.build([tmp_path / "train.jsonl"], tmp_path / "out", config=config, workers=1, progress=False)
-    boxes = next(f for f in result.manifest["schema"] if f["key"] == "boxes")
+    assert result.manifest is not None
+    boxes = next(f for f in result.manifest.schema if f["key"] == "boxes")
     assert boxes == {"key": "boxes", "dtype": "int64", "kind": "int64", "shape": None, "ragged": True, "min_length": 0, "max_length": 3}
     first, second = sorted(read_split(str(tmp_path / "out"), "train"), key=lambda r: r["source_id"])
     assert list(first["boxes"]) == [1, 2, 3] and list(second["boxes"]) == [0, 0, 0]  # dense padding of the empty list
@@ -304,9 +309,10 @@ def test_jsonl_ragged_lists(tmp_path: Path) -> None:
 def test_gzip_shards(seg_data: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     result = shardkit.build([seg_data / "val.txt"], out, workers=1, compression="gzip", progress=False)
-    (shard,) = result.manifest["splits"]["val"]["shards"][:1]
-    assert shard["name"].endswith(".tfrecord.gz")
-    assert f"{file_crc32c(str(out / shard['name'])):08x}" == shard["crc32c"]
+    assert result.manifest is not None
+    (shard,) = result.manifest.splits["val"].shards[:1]
+    assert shard.name.endswith(".tfrecord.gz")
+    assert f"{file_crc32c(str(out / shard.name)):08x}" == shard.crc32c
     assert len(read_split(str(out), "val", compression="GZIP")) == 8
 
 

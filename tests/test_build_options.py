@@ -57,7 +57,7 @@ def test_the_options_are_a_frozen_value() -> None:
     assert options.ignore == ("val*",)
     with pytest.raises(dataclasses.FrozenInstanceError):
         options.seed = 4  # type: ignore[misc]
-    assert options.parameters() == {
+    assert options.parameters().to_dict() == {
         "seed": 3, "compression": None, "records_per_shard": None, "split": None, "index": True, "shuffle": True,
     }  # fmt: skip
 
@@ -74,6 +74,4 @@ def test_build_with_builds_what_build_builds(seg_data: Path, tmp_path: Path) -> 
     made = shardkit.build_with([seg_data / "val.txt"], tmp_path / "a", options)
     same = shardkit.build([seg_data / "val.txt"], tmp_path / "b", workers=1, seed=2, records_per_shard=8, progress=False)
     assert made.manifest is not None and same.manifest is not None
-    assert [s["crc32c"] for s in made.manifest["splits"]["val"]["shards"]] == [
-        s["crc32c"] for s in same.manifest["splits"]["val"]["shards"]
-    ]
+    assert [s.crc32c for s in made.manifest.splits["val"].shards] == [s.crc32c for s in same.manifest.splits["val"].shards]

@@ -32,7 +32,8 @@ def test_a_new_kind_is_a_class_and_one_registry_line(tmp_path: Path, monkeypatch
     result = shardkit.build([tmp_path / "train.csv"], tmp_path / "out", config=config, workers=1, progress=False)
     records = sorted(read_split(str(tmp_path / "out"), "train"), key=lambda r: int(r["n"]))
     assert [r["word"] for r in records] == [b"hello", b"world"]  # TensorFlow reads what the kind wrote
-    word = next(f for f in result.manifest["schema"] if f["key"] == "word")
+    assert result.manifest is not None
+    word = next(f for f in result.manifest.schema if f["key"] == "word")
     assert word == {"key": "word", "dtype": "string", "kind": "lowercase", "shape": []}
 
 

@@ -105,4 +105,5 @@ def test_no_index_and_gzip_builds_write_none(seg_data: Path, tmp_path: Path) -> 
     plain = shardkit.build([seg_data / "val.txt"], tmp_path / "a", workers=1, index=False, progress=False)
     gz = shardkit.build([seg_data / "val.txt"], tmp_path / "b", workers=1, compression="gzip", progress=False)
     assert not list((tmp_path / "a").glob("*.idx")) and not list((tmp_path / "b").glob("*.idx"))
-    assert {s["index"] for r in (plain, gz) for s in r.manifest["splits"]["val"]["shards"]} == {None}  # type: ignore[index]
+    assert plain.manifest is not None and gz.manifest is not None
+    assert {s.index for m in (plain.manifest, gz.manifest) for s in m.splits["val"].shards} == {None}

@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
+from shardkit.output.layout import shard_name
 from shardkit.pipeline.plan.arithmetic import ShuffleKeys, default_entries_per_shard, record_seed, shard_bounds
-from shardkit.storage.layout import shard_name
 
 
 @pytest.mark.parametrize(

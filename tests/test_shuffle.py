@@ -85,9 +85,10 @@ def test_class_sorted_inputs_give_shards_with_the_split_mix(sorted_data: Path, t
     assert tv_plain > 0.59 and run_plain >= PER_CLASS, table
     # The manifest counts every shard's labels, and inspect reports the largest deviation.
     for result in (shuffled, plain):
-        split = result.manifest["splits"]["train"]
-        assert split["labels"]["label"] == {name: PER_CLASS for name in CLASSES}
-        assert sum(sum(s["labels"]["label"].values()) for s in split["shards"]) == len(CLASSES) * PER_CLASS
+        assert result.manifest is not None
+        split = result.manifest.splits["train"]
+        assert split.labels is not None and split.labels["label"] == {name: PER_CLASS for name in CLASSES}
+        assert sum(sum(s.labels["label"].values()) for s in split.shards) == len(CLASSES) * PER_CLASS
     [balance] = shardkit.inspect([str(tmp_path / "shuffled")])["outputs"][0]["label_balance"]
     assert balance["key"] == "label" and balance["largest_deviation"] == pytest.approx(tv_shuffled, abs=1e-3)
     assert balance["by_chance"] == pytest.approx(0.05, abs=0.01)
@@ -111,8 +112,10 @@ def test_no_shuffle_keeps_the_input_order_and_names_the_lines(seg_data: Path, tm
         if line.strip() and not line.startswith("#")
     ]
     assert [r["source_id"].decode() for r in read_split(str(tmp_path / "out"), "train")] == expected
-    assert result.manifest["splits"]["train"]["shards"][0]["covers"] == [[str(seg_data / "train_0.txt"), 2, 6]]
-    assert result.manifest["parameters"]["shuffle"] is False
+    assert result.manifest is not None
+    assert result.manifest.splits["train"].shards[0].covers == ((str(seg_data / "train_0.txt"), 2, 6),)
+    assert result.manifest.to_dict()["splits"]["train"]["shards"][0]["covers"] == [[str(seg_data / "train_0.txt"), 2, 6]]
+    assert result.manifest.parameters.shuffle is False
 
 
 def test_the_records_of_one_input_are_spread_over_its_shard(augmented: Path, tmp_path: Path) -> None:
@@ -140,7 +143,7 @@ def test_the_seed_changes_the_order_and_nothing_else(sorted_data: Path, tmp_path
 
 def test_source_id_can_be_left_out_and_must_not_clash(seg_data: Path, tmp_path: Path) -> None:
     result = shardkit.build([seg_data / "val.txt"], tmp_path / "out", source_id=False, workers=1, progress=False)
-    assert "source_id" not in {f["key"] for f in result.manifest["schema"]}
+    assert result.manifest is not None and "source_id" not in {f["key"] for f in result.manifest.schema}
     assert "source_id" not in read_split(str(tmp_path / "out"), "val")[0]
     clashing = parse_config({"features": {"image": {"kind": "image", "column": 0}, "source_id": {"kind": "string", "column": 1}}})
     with pytest.raises(ConfigError, match=r"features.source_id: shardkit adds a source_id feature .* --no-source-id"):
@@ -185,7 +188,7 @@ def _plan_peak(tmp_path: Path, entries: int) -> tuple[int, int]:
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert plan.splits["train"]["entries"] == entries
+    assert plan.splits["train"].entries == entries
     return peak, os.path.getsize(folder / "train.plan")
 
 
@@ -238,7 +241,7 @@ def test_planning_in_pieces_on_processes_gives_the_same_plan(tmp_path: Path, mon
     one, one_bytes = _plan_with(tmp_path, "one", index, 1)
     two, two_bytes = _plan_with(tmp_path, "two", index, 2)
     assert two_bytes == one_bytes and two.splits == one.splits and two.config == one.config
-    assert [e["line"] for e in two.skipped] == [e["line"] for e in one.skipped] and len(one.skipped) == 3
+    assert [e.line for e in two.skipped] == [e.line for e in one.skipped] and len(one.skipped) == 3
     with pytest.raises(EntryError, match=r"train.txt:5: 1 columns, but line 2 has 2"):
         _plan_with(tmp_path, "fail", index, 2, on_error="fail")  # the first bad line, whichever process met one first
 
@@ -261,7 +264,9 @@ def test_a_split_with_no_entries_and_a_run_killed_before_its_state(seg_data: Pat
     assert list((tmp_path / "out" / ".shardkit").glob("plan-*")) and not (tmp_path / "out" / ".shardkit" / "build.json").exists()
     monkeypatch.setattr(builder, "_publish_state", published)
     result = shardkit.build([data], tmp_path / "out", workers=1, progress=False)  # resumes: the plan alone is not a foreign build
-    assert result.manifest["splits"]["val"] == {**result.manifest["splits"]["val"], "records": 0, "num_shards": 0, "shards": []}
+    assert result.manifest is not None
+    val = result.manifest.splits["val"]
+    assert (val.records, val.num_shards, val.shards) == (0, 0, ())
     assert result.records == 3
 
 
@@ -277,7 +282,7 @@ def test_labels_count_only_the_records_written(cls_data: Path, tmp_path: Path) -
     )
     result = shardkit.build(out=tmp_path / "out", from_folder=photos, config=config, on_error="skip", workers=1, progress=False)
     assert result.records == 3 and result.skipped == 1
-    assert result.manifest["splits"]["train"]["labels"] == {"label": {"cat": 2, "dog": 1}}
+    assert result.manifest is not None and result.manifest.splits["train"].labels == {"label": {"cat": 2, "dog": 1}}
 
 
 def test_planning_has_its_own_progress_line(seg_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -14,7 +14,8 @@ from typing import Any
 
 from shardkit.formats import tfrecord_scan
 from shardkit.formats.example_proto import BYTES, DecodeError, decode_example, decode_sequence_example, fields
-from shardkit.storage.outputs import Output, expand
+from shardkit.output.found import Output, expand
+from shardkit.output.manifest import Labels
 from shardkit.units import plural
 
 EXAMPLE_CHARS = 40
@@ -153,39 +154,45 @@ def infer(paths: Sequence[str], limit: int | None = 100, compression: str = "aut
 def describe_output(output: Output) -> dict[str, Any]:
     """Everything ``inspect`` shows for a shardkit folder, from the manifest alone."""
     m = output.manifest
+    totals = m.totals
     return {
         "path": output.path,
-        "shardkit_version": m.get("shardkit_version"),
-        "manifest_version": m.get("version"),
-        "compression": m.get("parameters", {}).get("compression"),
+        "shardkit_version": m.shardkit_version,
+        "manifest_version": m.version,
+        "compression": m.parameters.compression,
         "splits": {
-            name: {"shards": len(info["shards"]), "records": info["records"], "bytes": info["bytes"], "skipped": info.get("skipped", 0)}
-            for name, info in m["splits"].items()
+            name: {"shards": len(info.shards), "records": info.records, "bytes": info.bytes, "skipped": info.skipped}
+            for name, info in m.splits.items()
         },
-        "totals": m.get("totals", {}),
-        "schema": m.get("schema", []),
-        "classes": m.get("classes", {}),
-        "label_balance": [balance for name, info in m["splits"].items() for balance in label_balance(name, info)],
+        "totals": {"records": totals.records, "bytes": totals.bytes, "shards": totals.shards},
+        "schema": list(m.schema),
+        "classes": {key: list(names) for key, names in m.classes.items()},
+        "label_balance": [
+            balance
+            for name, info in m.splits.items()
+            for balance in label_balance(name, info.labels or {}, [(s.name, s.labels) for s in info.shards])
+        ],
     }
 
 
-def label_balance(split: str, info: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per label feature of a split: how far the most lopsided shard's label mix is from the
-    split's (total variation distance, 0 = the same mix, 1 = nothing in common), next to what
-    shards of that size drawn at random from the split would show on average."""
+def label_balance(split: str, labels: Labels, shards: Sequence[tuple[str, Labels]]) -> list[dict[str, Any]]:
+    """Per label feature of a split (``labels``: its counts; ``shards``: each shard's name and
+    counts): how far the most lopsided shard's label mix is from the split's (total variation
+    distance, 0 = the same mix, 1 = nothing in common), next to what shards of that size drawn at
+    random from the split would show on average."""
     out = []
-    for key, totals in info.get("labels", {}).items():
+    for key, totals in labels.items():
         records = sum(totals.values())
         if not records:
             continue
         split_mix = {value: n / records for value, n in totals.items()}
         worst: tuple[float, str, int] = (-1.0, "", 0)
-        for shard in info["shards"]:
-            counts = (shard.get("labels") or {}).get(key, {})
+        for name, shard_labels in shards:
+            counts = shard_labels.get(key, {})
             n = sum(counts.values())
             if n:
                 distance = 0.5 * sum(abs(counts.get(value, 0) / n - p) for value, p in split_mix.items())
-                worst = max(worst, (distance, shard["name"], n))
+                worst = max(worst, (distance, name, n))
         if worst[2]:
             by_chance = 0.5 * sum(math.sqrt(2 * p * (1 - p) / (math.pi * worst[2])) for p in split_mix.values())
             out.append(

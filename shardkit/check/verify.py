@@ -15,7 +15,7 @@ import io
 import multiprocessing as mp
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from shardkit.check.inspection import sniff
@@ -23,12 +23,13 @@ from shardkit.errors import Interrupted, ShardkitError
 from shardkit.features.registry import of_entry
 from shardkit.formats import tfrecord_scan
 from shardkit.formats.example_proto import BYTES, DecodeError, decode_example
-from shardkit.formats.idx_sidecar import INDEX_SUFFIX, index_text
+from shardkit.formats.idx_sidecar import index_text
 from shardkit.formats.image_headers import ImageProblem
 from shardkit.interrupts import quiet_pool, stop_pool
-from shardkit.storage import layout, location
-from shardkit.storage.atomic import INCOMPLETE
-from shardkit.storage.outputs import Output, expand, is_tfrecord_name
+from shardkit.output import layout
+from shardkit.output.found import Output, expand, is_tfrecord_name
+from shardkit.output.manifest import ShardEntry
+from shardkit.storage import location
 from shardkit.units import plural
 
 
@@ -75,8 +76,8 @@ class _Job:
     path: str
     compression: str
     deep: bool
-    expected: dict[str, Any] | None = None  # the manifest's shard entry
-    schema: list[dict[str, Any]] | None = None
+    expected: ShardEntry | None = None  # the manifest's shard entry
+    schema: Sequence[Mapping[str, Any]] | None = None
 
 
 def verify(paths: Sequence[str], *, deep: bool = False, workers: int = 1, compression: str = "auto") -> VerifyReport:
@@ -113,10 +114,10 @@ def _output_jobs(output: Output, deep: bool, compression: str, problems: list[st
         return _bucket_output_jobs(output, deep, compression, problems)
     listed = set()
     jobs = []
-    schema = output.manifest.get("schema")
+    schema = output.manifest.schema
     for _, shard in output.shards():
-        path = os.path.join(output.path, shard["name"])
-        listed.add(shard["name"])
+        path = os.path.join(output.path, shard.name)
+        listed.add(shard.name)
         if not os.path.exists(path):
             problems.append(f"{path}: listed in the manifest but missing")
             continue
@@ -134,17 +135,17 @@ def _bucket_output_jobs(output: Output, deep: bool, compression: str, problems: 
     names = set(location.listdir(output.path))
     listed = set()
     jobs = []
-    schema = output.manifest.get("schema")
+    schema = output.manifest.schema
     for _, shard in output.shards():
-        path = location.join(output.path, shard["name"])
-        listed.add(shard["name"])
-        if shard["name"] not in names:
+        path = location.join(output.path, shard.name)
+        listed.add(shard.name)
+        if shard.name not in names:
             problems.append(f"{path}: listed in the manifest but missing")
             continue
         jobs.append(_Job(path, compression, deep, shard, schema))
     for name in sorted(names - listed):
         where = location.join(output.path, name)
-        if name.startswith(".") and INCOMPLETE in name:
+        if layout.is_temp_name(name):
             problems.append(f"{where}: temporary object of an interrupted build (rerun the build to resume and clean up)")
         elif is_tfrecord_name(name) and not name.startswith("."):
             problems.append(f"{where}: a TFRecord object the manifest does not list")
@@ -173,9 +174,9 @@ def _check(job: _Job) -> FileReport:
 def _index_path(job: _Job) -> str | None:
     """The .idx to check: the one the manifest lists, or one lying beside a plain file."""
     if job.expected is not None:
-        name = job.expected.get("index")
+        name = job.expected.index
         return location.join(location.dirname(job.path), name) if name else None
-    candidate = job.path + INDEX_SUFFIX
+    candidate = layout.index_name(job.path)
     try:
         return candidate if location.exists(candidate) else None
     except ShardkitError:  # a store that fails this question fails the read of the file too, and says why there
@@ -206,22 +207,22 @@ def _name_problem(path: str, found: str, asked: str) -> str | None:
     return None
 
 
-def _manifest_problem(expected: dict[str, Any] | None, result: tfrecord_scan.ScanResult) -> str | None:
+def _manifest_problem(expected: ShardEntry | None, result: tfrecord_scan.ScanResult) -> str | None:
     if expected is None:
         return None
-    if result.records != expected["records"]:
-        return f"the manifest says {plural(expected['records'], 'record')}, the file has {result.records}"
-    if result.file_bytes != expected["bytes"]:
-        return f"the manifest says {plural(expected['bytes'], 'byte')}, the file has {result.file_bytes}"
-    if result.crc32c != expected["crc32c"]:
-        return f"checksum mismatch: the manifest says crc32c {expected['crc32c']}, the file has {result.crc32c}"
+    if result.records != expected.records:
+        return f"the manifest says {plural(expected.records, 'record')}, the file has {result.records}"
+    if result.file_bytes != expected.bytes:
+        return f"the manifest says {plural(expected.bytes, 'byte')}, the file has {result.file_bytes}"
+    if result.crc32c != expected.crc32c:
+        return f"checksum mismatch: the manifest says crc32c {expected.crc32c}, the file has {result.crc32c}"
     return None
 
 
 class _DeepChecker:
     """Parses each record as an Example, checks it against the schema, decodes its images."""
 
-    def __init__(self, schema: list[dict[str, Any]] | None) -> None:
+    def __init__(self, schema: Sequence[Mapping[str, Any]] | None) -> None:
         self.schema = {f["key"]: f for f in schema} if schema else None
         self.record = -1
         self.problem: str | None = None

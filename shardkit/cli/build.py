@@ -113,6 +113,7 @@ def build(
     Re-running the same command resumes an interrupted build.
     """
     from shardkit.api import BuildOptions, build_with
+    from shardkit.output import layout
 
     # The options named above differ from BuildOptions' fields and are translated; the rest are its
     # fields by name, checked where it is made.
@@ -143,14 +144,14 @@ def build(
         )
         return
     splits = ", ".join(
-        f"{name} {plural(s['records'], 'record')} in {plural(len(s['shards']), 'shard')}" for name, s in result.manifest["splits"].items()
+        f"{name} {plural(s.records, 'record')} in {plural(len(s.shards), 'shard')}" for name, s in result.manifest.splits.items()
     )
     reused = f", {result.shards_reused} kept from an earlier run" if result.shards_reused else ""
     rate = f" ({result.records_per_second:.0f} records/s)" if result.records_built else ""
     click.echo(f"built {plural(result.shards_built, 'shard')}{reused} in {result.seconds:.1f}s{rate}: {splits}")
     if result.skipped:
-        click.echo(f"skipped {plural(result.skipped, 'bad entry', 'bad entries')}: see {result.out_dir}/errors.jsonl", err=True)
-    click.echo(f"manifest: {result.out_dir}/manifest.json")
+        click.echo(f"skipped {plural(result.skipped, 'bad entry', 'bad entries')}: see {result.out_dir}/{layout.ERRORS}", err=True)
+    click.echo(f"manifest: {result.out_dir}/{layout.MANIFEST}")
 
 
 @click.command()
@@ -159,8 +160,11 @@ def build(
 def finalize(out: str) -> None:
     """Write OUT's manifest once every shard of a multi-node build is committed."""
     import shardkit
+    from shardkit.output import layout
 
     result = shardkit.finalize(out)
     assert result.manifest is not None
-    splits = ", ".join(f"{name} {plural(s['records'], 'record')}" for name, s in result.manifest["splits"].items())
-    click.echo(f"finalized {plural(result.shards_reused, 'shard')}: {splits}\nmanifest: {result.out_dir}/manifest.json")
+    splits = ", ".join(
+        f"{name} {plural(s.records, 'record')} in {plural(len(s.shards), 'shard')}" for name, s in result.manifest.splits.items()
+    )
+    click.echo(f"finalized {plural(result.shards_reused, 'shard')}: {splits}\nmanifest: {result.out_dir}/{layout.MANIFEST}")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
-import json
 import os
 import shutil
 import sys
@@ -21,23 +20,27 @@ from typing import Any
 
 from shardkit import interrupts
 from shardkit.errors import StateError, WriteError
+from shardkit.output import layout
+from shardkit.output.build_state import BuildState, create_state_once, difference, write_state
+from shardkit.output.manifest import Manifest
+from shardkit.output.shard_record import ShardResult
 from shardkit.pipeline.config import Config
 from shardkit.pipeline.executors.local_executors import Executor, InlineExecutor, PoolExecutor, default_workers
 from shardkit.pipeline.inputs.splits import SplitInput, fingerprint_of
 from shardkit.pipeline.options import BuildOptions, check_call
 from shardkit.pipeline.plan.planner import make_plan
-from shardkit.pipeline.plan.tasks import BuildSettings, ShardResult, ShardTask, tasks_from_plan
+from shardkit.pipeline.plan.tasks import BuildSettings, ShardTask, tasks_from_plan
 from shardkit.pipeline.prepare import prepare
-from shardkit.pipeline.state import manifest, preflight, resume, stopped, tfds_metadata
+from shardkit.pipeline.state import manifest, preflight, resume, stopped
 from shardkit.pipeline.state.bucket_lock import BucketLock, live_holders, stale_seconds
 from shardkit.pipeline.state.lock import OutputLock
-from shardkit.storage import atomic, layout, location
+from shardkit.storage import atomic, location
 
 
 @dataclasses.dataclass(frozen=True)
 class BuildResult:
     out_dir: str
-    manifest: dict[str, Any] | None  # None while other nodes' shards are still missing
+    manifest: Manifest | None  # None while other nodes' shards are still missing
     shards_built: int
     shards_reused: int
     records: int  # in the whole output (in the finished shards, while incomplete)
@@ -124,7 +127,7 @@ def build_with(indexes: Sequence[str | Path], out: str | Path, options: BuildOpt
         splits, cfg, inputs = prepared.splits, prepared.config, prepared.inputs
         parameters = options.parameters()
         # The class lists are not in it: the inputs decide them, and resuming must not re-read every row.
-        fingerprint = fingerprint_of(cfg, parameters, inputs)
+        fingerprint = fingerprint_of(cfg, parameters.to_dict(), inputs)
         reached.fingerprint = fingerprint
 
         if not location.is_url(out_dir):
@@ -137,24 +140,24 @@ def build_with(indexes: Sequence[str | Path], out: str | Path, options: BuildOpt
             state = resume.prepare_state(out_dir, fingerprint, cfg, parameters, inputs, options.overwrite, multi_node=num_nodes > 1)
             if not resume.has_plan(out_dir, state):
                 state = _plan(out_dir, state, splits, cfg, options, workers)
-            if num_nodes > 1 and state.get("nodes", num_nodes) != num_nodes:
+            if num_nodes > 1 and state.nodes not in (None, num_nodes):
                 raise StateError(
-                    f"{out_dir}: this build's plan is shared by {state['nodes']} nodes, not {num_nodes}: shares would overlap. "
-                    f"Rerun with --num-nodes {state['nodes']} and this node's original --node-index (array reruns of some tasks "
+                    f"{out_dir}: this build's plan is shared by {state.nodes} nodes, not {num_nodes}: shares would overlap. "
+                    f"Rerun with --num-nodes {state.nodes} and this node's original --node-index (array reruns of some tasks "
                     "change SLURM_ARRAY_TASK_COUNT, so pass them explicitly)"
                 )
-            cfg = cfg.with_classes(state["classes"])
+            cfg = cfg.with_classes(state.classes)
             settings = BuildSettings(
                 out_dir, cfg, options.seed, options.compression, options.on_error, fingerprint, options.fsync, options.index,
-                options.shuffle, state["plan"],
+                options.shuffle, state.plan,
             )  # fmt: skip
-            tasks = tasks_from_plan(state["splits"], settings)
+            tasks = tasks_from_plan(state.splits, settings)
             mine = tasks[node_index::num_nodes]  # a node's deterministic share of the one global plan
             reached.names = [t.name for t in mine]
             done = resume.finished_shards(out_dir, mine, fingerprint)
             pending = [t for t in mine if t.name not in done]
             splits_left = {t.split for t in pending}
-            preflight.warn_if_short_of_space(out_dir, pending, {n: state["splits"][n].get("bytes_per_entry", 0.0) for n in splits_left})
+            preflight.warn_if_short_of_space(out_dir, pending, {n: state.splits[n].bytes_per_entry for n in splits_left})
             executor = options.executor or (InlineExecutor() if workers == 1 else PoolExecutor(workers))
             try:
                 fresh = _execute(executor, pending, mine, done, cfg, options.progress)
@@ -184,15 +187,15 @@ def build_with(indexes: Sequence[str | Path], out: str | Path, options: BuildOpt
                 "ignore": list(options.ignore),
                 "nodes": num_nodes,
             }
-            doc = None if missing else _publish_outputs(out_dir, state, list(finished.values()), run, options.fsync)
+            made = None if missing else _publish_outputs(out_dir, state, list(finished.values()), run, options.fsync)
         return BuildResult(
             out_dir=out_dir,
-            manifest=doc,
+            manifest=made,
             shards_built=len(fresh),
             shards_reused=len(done),
-            records=doc["totals"]["records"] if doc else sum(r.records for r in finished.values()),
+            records=made.totals.records if made else sum(r.records for r in finished.values()),
             records_built=sum(r.records for r in fresh),
-            skipped=doc["errors"]["skipped"] if doc else 0,
+            skipped=made.skipped if made else 0,
             seconds=time.perf_counter() - started,
             shards_missing=len(missing),
         )
@@ -204,33 +207,29 @@ def finalize(out: str | Path, fsync: bool = True) -> BuildResult:
     out_dir = location.absolute(str(out))
     resume.load_state(out_dir)  # a folder with no build gets a clear error and no .shardkit/lock
     # In a bucket the nodes hold only their own locks; finalize reads committed records and writes the manifest.
-    lock = (
-        contextlib.nullcontext() if location.is_url(out_dir) else OutputLock(os.path.join(layout.state_dir(out_dir), "lock"), shared=True)
-    )
+    lock = contextlib.nullcontext() if location.is_url(out_dir) else OutputLock(layout.lock_path(out_dir), shared=True)
     with lock:
         state = resume.load_state(out_dir)
         names = resume.planned_names(state)
-        finished, missing = resume.committed(out_dir, names, state["fingerprint"])
+        finished, missing = resume.committed(out_dir, names, state.fingerprint)
         if missing:
             shown = ", ".join(missing[:3]) + (", ..." if len(missing) > 3 else "")
             raise StateError(
                 f"{out_dir}: {len(missing)} of {len(names)} shards are not finished ({shown}); rerun the nodes that build them"
             )
-        doc = _publish_outputs(out_dir, state, list(finished.values()), {"finalized": True}, fsync)
-    return BuildResult(out_dir, doc, 0, len(finished), doc["totals"]["records"], 0, doc["errors"]["skipped"], time.perf_counter() - started)
+        made = _publish_outputs(out_dir, state, list(finished.values()), {"finalized": True}, fsync)
+    return BuildResult(out_dir, made, 0, len(finished), made.totals.records, 0, made.skipped, time.perf_counter() - started)
 
 
-def _plan(
-    out_dir: str, state: dict[str, Any], splits: dict[str, SplitInput], cfg: Config, options: BuildOptions, processes: int
-) -> dict[str, Any]:
+def _plan(out_dir: str, state: BuildState, splits: dict[str, SplitInput], cfg: Config, options: BuildOptions, processes: int) -> BuildState:
     """Plan into a scratch folder, publish it as ``.shardkit/plan-<fingerprint>``, then the state.
 
     Nodes of one build plan alike: the first folder renamed into place and the first state
     published are the plan, and a later node checks that its own fingerprint matches.
     """
-    parameters = state["parameters"]
+    parameters = state.parameters
     layout.make_work_dir(out_dir)  # for a bucket: this user's staging folder
-    scratch = os.path.join(layout.scratch_dir(out_dir), f"plan-{uuid.uuid4().hex[:8]}")
+    scratch = layout.scratch_plan_dir(out_dir, uuid.uuid4().hex[:8])
     with atomic.naming(scratch):
         os.makedirs(scratch)
     try:
@@ -239,31 +238,30 @@ def _plan(
                 splits,
                 cfg,
                 scratch,
-                seed=parameters["seed"],
-                shuffle=parameters["shuffle"],
-                records_per_shard=parameters["records_per_shard"],
+                seed=parameters.seed,
+                shuffle=parameters.shuffle,
+                records_per_shard=parameters.records_per_shard,
                 on_error=options.on_error,
                 durable=options.fsync,
                 processes=processes,
                 progress=bar.update,
             )
-        name = resume.plan_name(state["fingerprint"])
+        name = layout.plan_name(state.fingerprint)
         _publish_plan(scratch, location.join(layout.state_dir(out_dir), name), options.fsync)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
         if options.num_nodes == 1:  # other nodes may be about to plan in it (a killed node's leftovers stay until the manifest)
             with contextlib.suppress(OSError):
                 os.rmdir(layout.scratch_dir(out_dir))
-    state = {
-        **state,
-        "plan": name,
-        "splits": plan.splits,
-        "skipped": plan.skipped,
-        "classes": {s.key: list(s.classes or ()) for s in plan.config.features if s.kind.has_classes},
-        "config": plan.config.to_dict(),
-    }
-    if options.num_nodes > 1:
-        state["nodes"] = options.num_nodes
+    state = dataclasses.replace(
+        state,
+        plan=name,
+        splits=plan.splits,
+        skipped=tuple(plan.skipped),
+        classes={s.key: tuple(s.classes or ()) for s in plan.config.features if s.kind.has_classes},
+        config=plan.config.to_dict(),
+        nodes=options.num_nodes if options.num_nodes > 1 else state.nodes,
+    )
     return _publish_state(out_dir, state, options.num_nodes, options.fsync)
 
 
@@ -272,14 +270,13 @@ def _lock(held: contextlib.ExitStack, out_dir: str, num_nodes: int, node_index: 
     its own node lock); in a bucket, lock objects (a build's, or each node's) with heartbeats."""
     state_dir = layout.state_dir(out_dir)
     if not location.is_url(out_dir):
-        held.enter_context(OutputLock(os.path.join(state_dir, "lock"), shared=num_nodes > 1))
+        held.enter_context(OutputLock(layout.lock_path(out_dir), shared=num_nodes > 1))
         if num_nodes > 1:
-            held.enter_context(OutputLock(os.path.join(state_dir, f"lock.node-{node_index}")))
+            held.enter_context(OutputLock(layout.lock_path(out_dir, node_index)))
         return None
-    name = "lock" if num_nodes == 1 else f"lock.node-{node_index}"
-    lock = held.enter_context(BucketLock(location.join(state_dir, name), out_dir))
+    lock = held.enter_context(BucketLock(layout.lock_path(out_dir, None if num_nodes == 1 else node_index), out_dir))
     # The two kinds never mix: a single build refuses while nodes of a multi-node build hold theirs, and the reverse.
-    other_kind = [n for n in location.listdir(state_dir) if (n.startswith("lock.node-") if num_nodes == 1 else n == "lock")]
+    other_kind = [n for n in location.listdir(state_dir) if (layout.is_node_lock(n) if num_nodes == 1 else n == layout.lock_name())]
     holders = live_holders([location.join(state_dir, n) for n in other_kind])
     if holders:
         kind = "a single-machine build" if num_nodes > 1 else "a multi-node build's node"
@@ -307,36 +304,27 @@ def _publish_plan(scratch: str, folder: str, fsync: bool) -> None:
         atomic.fsync_dir(os.path.dirname(folder))
 
 
-def _publish_state(out_dir: str, state: dict[str, Any], num_nodes: int, fsync: bool) -> dict[str, Any]:
-    path = location.join(layout.state_dir(out_dir), "build.json")
+def _publish_state(out_dir: str, state: BuildState, num_nodes: int, fsync: bool) -> BuildState:
     if num_nodes == 1:
-        atomic.write_json(path, state, fsync)
+        write_state(out_dir, state, fsync)
         return state
-    if atomic.create_json_once(path, state):
+    if create_state_once(out_dir, state):
         return state
     published = resume.load_state(out_dir)  # another node was first: its plan is the plan
-    if published.get("fingerprint") != state["fingerprint"]:
+    if published.fingerprint != state.fingerprint:
         raise StateError(
-            f"{out_dir}: another node started this build with {resume.difference(published, state)}; nodes must share config and inputs"
+            f"{out_dir}: another node started this build with {difference(published, state)}; nodes must share config and inputs"
         )
     return published
 
 
-def _publish_outputs(out_dir: str, state: dict[str, Any], shards: list[ShardResult], run: dict[str, Any], fsync: bool) -> dict[str, Any]:
-    """errors.jsonl and manifest.json from the state and every shard's record; then the nodes' scratch space goes."""
-    doc = manifest.make_manifest(state, shards, run)
-    errors = manifest.error_lines(state, shards)
-    errors_path = location.join(out_dir, layout.ERRORS)
-    if errors:
-        atomic.write_atomic(errors_path, "".join(json.dumps(e) + "\n" for e in errors).encode(), fsync)
-    else:
-        location.remove(errors_path)
-    tfds_metadata.write(out_dir, doc, fsync)
-    atomic.write_json(location.join(out_dir, layout.MANIFEST), doc, fsync)  # last: its presence says the rest is there
+def _publish_outputs(out_dir: str, state: BuildState, shards: list[ShardResult], run: dict[str, Any], fsync: bool) -> Manifest:
+    """errors.jsonl, the TFDS metadata and manifest.json from the state and every shard's record; then the nodes' scratch space goes."""
+    made = manifest.publish(out_dir, state, shards, run, fsync)
     # Every shard is committed, so the plan was published before any node could build one: no node
     # plans now, and what nodes killed while planning left in the scratch space can go.
     shutil.rmtree(layout.scratch_dir(out_dir), ignore_errors=True)
-    return doc
+    return made
 
 
 def _bar(what: str, unit: str, progress: bool | None, total: int | None = None, initial: int = 0) -> Any:

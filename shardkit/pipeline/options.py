@@ -10,9 +10,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from shardkit.errors import UsageError
+from shardkit.output.build_state import BuildParameters
 
 if TYPE_CHECKING:
     from shardkit.pipeline.config import Config
@@ -62,16 +63,9 @@ class BuildOptions:
         if self.num_nodes > 1 and self.overwrite:
             raise UsageError("--overwrite with --num-nodes would let one node delete the others' shards: clear OUT first")
 
-    def parameters(self) -> dict[str, Any]:
+    def parameters(self) -> BuildParameters:
         """The options the records depend on: part of the fingerprint, kept in the build state and the manifest."""
-        return {
-            "seed": self.seed,
-            "compression": self.compression,
-            "records_per_shard": self.records_per_shard,
-            "split": self.split,
-            "index": self.index,
-            "shuffle": self.shuffle,
-        }
+        return BuildParameters(self.seed, self.compression, self.records_per_shard, self.split, self.index, self.shuffle)
 
 
 def check_call(indexes: Sequence[str | Path], out: str | Path, options: BuildOptions) -> None:

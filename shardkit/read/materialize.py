@@ -42,6 +42,7 @@ from typing import Any
 
 from shardkit.errors import Interrupted, OutputError, ShardkitError, StateError, UsageError
 from shardkit.interrupts import held
+from shardkit.output.manifest import Manifest
 from shardkit.read import snapshot_save
 from shardkit.read.tf_datasets import read_manifest
 from shardkit.storage import atomic, location
@@ -87,9 +88,9 @@ def preprocess_identity(spec: str) -> tuple[str, str]:
     return identity, hashlib.sha256(source.encode()).hexdigest()
 
 
-def source_fingerprint(manifest: dict[str, Any], split: str) -> str:
-    shards = [(s["name"], s["records"], s["crc32c"]) for s in manifest["splits"][split]["shards"]]
-    blob = json.dumps({"build": manifest["fingerprint"], "split": split, "shards": shards}, sort_keys=True)
+def source_fingerprint(manifest: Manifest, split: str) -> str:
+    shards = [(s.name, s.records, s.crc32c) for s in manifest.splits[split].shards]
+    blob = json.dumps({"build": manifest.fingerprint, "split": split, "shards": shards}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
@@ -110,9 +111,9 @@ def materialize_snapshot(
     if num_shards < 1:
         raise UsageError("--num-shards must be at least 1")
     manifest = read_manifest(src)
-    if split not in manifest["splits"]:
-        raise ShardkitError(f"{src}: no split {split!r} (splits: {', '.join(manifest['splits'])})")
-    expected = manifest["splits"][split]["records"]
+    if split not in manifest.splits:
+        raise ShardkitError(f"{src}: no split {split!r} (splits: {', '.join(manifest.splits)})")
+    expected = manifest.splits[split].records
     identity, code_hash = preprocess_identity(preprocess)
     source = location.absolute(src)  # a gs:// URL stays one: the child's TensorFlow reads it
     wanted = {"source": source, "source_fingerprint": source_fingerprint(manifest, split), "split": split,

@@ -27,10 +27,12 @@ import numpy as np
 from shardkit.errors import CorruptShardError, ShardkitError
 from shardkit.features.registry import of_entry
 from shardkit.formats.example_proto import DecodeError, decode_example
-from shardkit.formats.idx_sidecar import INDEX_SUFFIX, parse_index, read_index
+from shardkit.formats.idx_sidecar import parse_index, read_index
 from shardkit.formats.tfrecord_io import FOOTER_SIZE, HEADER_SIZE, masked_crc
+from shardkit.output import layout
+from shardkit.output.found import load_output
+from shardkit.output.manifest import ShardEntry
 from shardkit.storage import location
-from shardkit.storage.outputs import load_output
 
 _HEADER = struct.Struct("<QI")
 
@@ -41,18 +43,18 @@ class ShardReader:
     def __init__(self, out: str, split: str = "train", decode_images: bool = False) -> None:
         output = load_output(out)
         manifest = output.manifest
-        if split not in manifest["splits"]:
-            raise ShardkitError(f"{out}: no split {split!r} (splits: {', '.join(manifest['splits'])})")
+        if split not in manifest.splits:
+            raise ShardkitError(f"{out}: no split {split!r} (splits: {', '.join(manifest.splits)})")
         self.out = out
         self.split = split
         self.decode_images = decode_images
-        self.schema = {f["key"]: f for f in manifest.get("schema", [])}
+        self.schema = {f["key"]: f for f in manifest.schema}
         self._shards: list[tuple[str, list[tuple[int, int]]]] = []
         self._starts: list[int] = []
         total = 0
-        shards = manifest["splits"][split]["shards"]
+        shards = manifest.splits[split].shards
         self._remote = location.is_url(out)
-        where = [(shard, location.join(out, shard["name"]), _index_path(out, shard)) for shard in shards]
+        where = [(shard, location.join(out, shard.name), _index_path(out, shard)) for shard in shards]
         fetched = location.read_many([index for _, _, index in where]) if self._remote else {}  # every index at once
         self._sizes: list[int] = []  # the manifest's byte counts: a stale index never reads past an object's end
         for shard, path, index_path in where:
@@ -62,10 +64,10 @@ class ShardReader:
                 if not os.path.exists(index_path):
                     raise ShardkitError(f"{path}: no index file ({_index_hint(out, shard)})")
                 entries = read_index(index_path)
-            if len(entries) != shard["records"]:
-                raise ShardkitError(f"{path}{INDEX_SUFFIX}: lists {len(entries)} records, the manifest says {shard['records']}")
+            if len(entries) != shard.records:
+                raise ShardkitError(f"{layout.index_name(path)}: lists {len(entries)} records, the manifest says {shard.records}")
             self._shards.append((path, entries))
-            self._sizes.append(shard["bytes"])
+            self._sizes.append(shard.bytes)
             self._starts.append(total)
             total += len(entries)
         self._length = total
@@ -141,12 +143,13 @@ class ShardReader:
         self._files = {}
 
 
-def _index_hint(out: str, shard: dict[str, Any]) -> str:
-    return "GZIP shards cannot be indexed" if shard["name"].endswith(".gz") else f"run: shardkit index {out}"
+def _index_hint(out: str, shard: ShardEntry) -> str:
+    return "GZIP shards cannot be indexed" if shard.name.endswith(".gz") else f"run: shardkit index {out}"
 
 
-def _index_path(out: str, shard: dict[str, Any]) -> str:
-    return location.join(out, shard["index"]) if shard.get("index") else location.join(out, shard["name"]) + INDEX_SUFFIX
+def _index_path(out: str, shard: ShardEntry) -> str:
+    """The index the manifest lists, or where ``shardkit index`` writes one for a shard built without."""
+    return location.join(out, shard.index or layout.index_name(shard.name))
 
 
 def _parse_fetched(index_path: str, data: bytes | None, missing: str) -> list[tuple[int, int]]:

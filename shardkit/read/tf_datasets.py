@@ -20,25 +20,25 @@ from typing import Any
 
 from shardkit.errors import ShardkitError, UsageError
 from shardkit.features.registry import of_entry
+from shardkit.output.found import load_output
+from shardkit.output.manifest import Manifest
 from shardkit.storage import location
 
 PARSE_BATCH = 256
 
 
-def read_manifest(out: str) -> dict[str, Any]:
+def read_manifest(out: str) -> Manifest:
     """The folder's manifest, structure-checked (a damaged one is one clear error)."""
-    from shardkit.storage.outputs import load_output
-
     return load_output(out).manifest
 
 
-def feature_spec(manifest: dict[str, Any]) -> dict[str, Any]:
+def feature_spec(manifest: Manifest) -> dict[str, Any]:
     """``tf.io.parse_example`` spec from the manifest schema: fixed features dense, ragged ones ragged."""
     import tensorflow as tf
 
     types = {"bytes": tf.string, "string": tf.string, "int64": tf.int64, "float": tf.float32}
     spec: dict[str, Any] = {}
-    for feature in manifest["schema"]:
+    for feature in manifest.schema:
         dtype = types[feature["dtype"]]
         if feature.get("ragged"):
             spec[feature["key"]] = tf.io.RaggedFeature(dtype)
@@ -47,11 +47,11 @@ def feature_spec(manifest: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
-def shard_files(out: str, manifest: dict[str, Any], split: str) -> list[str]:
-    if split not in manifest["splits"]:
-        known = ", ".join(manifest["splits"]) or "none"
+def shard_files(out: str, manifest: Manifest, split: str) -> list[str]:
+    if split not in manifest.splits:
+        known = ", ".join(manifest.splits) or "none"
         raise ShardkitError(f"{out}: no split {split!r} (splits: {known})")
-    return [location.join(out, shard["name"]) for shard in manifest["splits"][split]["shards"]]
+    return [location.join(out, shard.name) for shard in manifest.splits[split].shards]
 
 
 def unreadable_url(out: str, schemes: Collection[str]) -> str | None:
@@ -105,7 +105,7 @@ def load(
     files = shard_files(out, manifest, split)
     if len(files) < num_hosts:
         raise ShardkitError(f"{split} has {len(files)} shard files, fewer than {num_hosts} hosts: rebuild with more shards")
-    compression = "GZIP" if manifest["parameters"].get("compression") == "gzip" else ""
+    compression = "GZIP" if manifest.parameters.compression == "gzip" else ""
     spec = feature_spec(manifest)
     autotune = tf.data.AUTOTUNE
 
@@ -142,10 +142,10 @@ def load(
     return ds.prefetch(autotune)
 
 
-def _image_decoders(manifest: dict[str, Any]) -> dict[str, tuple[str, int]]:
+def _image_decoders(manifest: Manifest) -> dict[str, tuple[str, int]]:
     """Picture key -> (encoding, channels) for the features whose kind decodes them into pixels."""
     out = {}
-    for f in manifest["schema"]:
+    for f in manifest.schema:
         decoder = of_entry(f).tf_decoder(f)
         if decoder is not None:
             out[f["key"]] = decoder

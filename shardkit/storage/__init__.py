@@ -1,2 +1,1 @@
-"""What every side shares about files: atomic writes, where things live in an output folder, and
-reading an output's manifest (structure-checked) or the TFRecord files a path names."""
+"""What every side shares about files: local paths and URLs, their stores, atomic writes and publishing."""

@@ -11,7 +11,7 @@ features. Pillow only.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from PIL import Image, ImageDraw, ImageFont
@@ -21,8 +21,7 @@ from shardkit.errors import ShardkitError
 from shardkit.features.registry import of_entry
 from shardkit.formats import tfrecord_scan
 from shardkit.formats.example_proto import INT64, DecodeError, decode_example
-from shardkit.storage import location
-from shardkit.storage.outputs import Output, expand
+from shardkit.output.found import Output, expand
 from shardkit.view.records import LABEL_NAMES
 from shardkit.view.sheet import BACKGROUND, GAP, INK, LINE, colour
 
@@ -50,8 +49,7 @@ class Counts:
 
     def balance(self) -> dict[str, Any] | None:
         """``inspect``'s label balance of this feature: the most lopsided shard, and by chance."""
-        info = {"labels": {self.key: self.totals}, "shards": [{"name": n, "labels": {self.key: c}} for n, c in self.shards]}
-        found = label_balance(self.split, info)
+        found = label_balance(self.split, {self.key: self.totals}, [(n, {self.key: c}) for n, c in self.shards])
         return found[0] if found else None
 
 
@@ -91,32 +89,32 @@ def label_counts(paths: Sequence[str], *, compression: str = "auto") -> list[Cou
 
 def _has_counts(output: Output) -> bool:
     """Whether the build counted labels (manifests before label counts have no ``labels``)."""
-    return all("labels" in info for info in output.manifest["splits"].values())
+    return all(info.labels is not None for info in output.manifest.splits.values())
 
 
 def _from_manifest(output: Output) -> list[Counts]:
-    classes = output.manifest.get("classes", {})
+    classes = output.manifest.classes
     found = []
-    for split, info in output.manifest["splits"].items():
-        for key, totals in (info.get("labels") or {}).items():
-            if not totals:  # None: too many values, or lists; {}: no records
+    for split, info in output.manifest.splits.items():
+        for key, totals in (info.labels or {}).items():
+            if not totals:  # no records
                 continue
-            shards = [(s["name"], dict(((s.get("labels") or {}).get(key)) or {})) for s in info["shards"]]
+            shards = [(s.name, dict(s.labels.get(key) or {})) for s in info.shards]
             found.append(Counts(output.path, split, key, _ordered(totals, classes.get(key)), dict(totals), shards))
     return found
 
 
 def _from_records(output: Output, compression: str) -> list[Counts]:
-    roles = {f["key"]: of_entry(f).label_role for f in output.manifest.get("schema", [])}  # features the manifest does not describe: none
+    roles = {f["key"]: of_entry(f).label_role for f in output.manifest.schema}  # features the manifest does not describe: none
 
     def wanted(key: str, dtype: str, values: Sequence[Any]) -> bool:
         role = roles.get(key, "never")
         return role == "always" or (role == "by_name" and _labelish(key, dtype, values))
 
     found = []
-    for split, info in output.manifest["splits"].items():
-        shards = [(s["name"], location.join(output.path, s["name"])) for s in info["shards"]]
-        found.extend(_counted(output.path, split, shards, compression, wanted, output.manifest.get("classes", {})))
+    for split, info in output.manifest.splits.items():
+        shards = [(s.name, output.shard_path(s)) for s in info.shards]
+        found.extend(_counted(output.path, split, shards, compression, wanted, output.manifest.classes))
     return found
 
 
@@ -125,7 +123,7 @@ def _labelish(key: str, dtype: str, values: Sequence[Any]) -> bool:
 
 
 def _counted(
-    where: str, split: str, shards: list[tuple[str, str]], compression: str, wanted: Wanted, classes: dict[str, list[str]]
+    where: str, split: str, shards: list[tuple[str, str]], compression: str, wanted: Wanted, classes: Mapping[str, Sequence[str]]
 ) -> list[Counts]:
     """Count the label values of every record of ``shards`` ((name, path)): the keys ``wanted``
     says are labels, named by ``classes`` where they have names."""
@@ -163,7 +161,7 @@ def _counted(
     return found
 
 
-def _ordered(totals: dict[str, int], names: list[str] | None) -> list[str]:
+def _ordered(totals: Mapping[str, int], names: Sequence[str] | None) -> list[str]:
     if names:
         return list(names) + sorted(set(totals) - set(names))  # a class with no record shows as none
     numeric = all(v.lstrip("-").isdigit() for v in totals)

@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from shardkit.errors import ShardkitError, UsageError
+from shardkit.output.found import expand, is_output
 from shardkit.pipeline.config import Config
 from shardkit.pipeline.inputs import registry
-from shardkit.storage import atomic, location, outputs
+from shardkit.storage import atomic, location
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -108,9 +109,9 @@ def _are_shards(paths: Sequence[str]) -> bool:
     if not paths or any(registry.file_format(p.rstrip("/")) is not None for p in paths):
         return False
     try:
-        outputs.expand(paths)
+        expand(paths)
     except ShardkitError:
-        if any(location.exists(location.join(p, "manifest.json")) for p in paths if "*" not in p and "?" not in p):
+        if any(is_output(p) for p in paths if "*" not in p and "?" not in p):
             raise
         return False
     return True

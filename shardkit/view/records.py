@@ -28,9 +28,8 @@ from shardkit.errors import ShardkitError, UsageError
 from shardkit.features.registry import of_entry
 from shardkit.formats import image_codec, image_headers, tfrecord_scan
 from shardkit.formats.example_proto import BYTES, INT64, DecodeError, decode_example
+from shardkit.output.found import Output, expand
 from shardkit.read.random_access import ShardReader
-from shardkit.storage import location
-from shardkit.storage.outputs import Output, expand
 from shardkit.view.sheet import Tile, render
 
 MAX_COUNT = 256  # past this a sheet's tiles are too small to see anything
@@ -130,14 +129,14 @@ def sample_records(paths: Sequence[str], *, split: str | None = None, count: int
 def _sources(outputs: list[Output], split: str | None) -> list[_Source]:
     sources = []
     for output in outputs:
-        splits = output.manifest["splits"]
+        splits = output.manifest.splits
         name = split if split is not None else next(iter(splits), "")
         if name not in splits:
             raise ShardkitError(f"{output.path}: no split {name!r} (splits: {', '.join(splits) or 'none'})")
         first = 0
-        for k, shard in enumerate(splits[name]["shards"]):
-            sources.append(_Source(location.join(output.path, shard["name"]), shard["records"], output, name, first, k))
-            first += shard["records"]
+        for k, shard in enumerate(splits[name].shards):
+            sources.append(_Source(output.shard_path(shard), shard.records, output, name, first, k))
+            first += shard.records
     return sources
 
 
@@ -187,7 +186,7 @@ def roles(record: Record) -> tuple[str | None, str | None]:
     """The keys of the record's image and of the mask drawn over it (None where there is none)."""
     features = record.features
     if record.output is not None:
-        schema = [f for f in record.output.manifest.get("schema", []) if f["key"] in features and features[f["key"]][1]]
+        schema = [f for f in record.output.manifest.schema if f["key"] in features and features[f["key"]][1]]
         image = next((f["key"] for f in schema if of_entry(f).leads), None)
         mask = next((f["key"] for f in schema if of_entry(f).follows_lead), None)
         return image, mask
@@ -214,7 +213,7 @@ def captions(record: Record) -> list[str]:
 def _is_label(record: Record, key: str) -> bool:
     dtype, values = record.features[key]
     if record.output is not None:
-        entry = next((f for f in record.output.manifest.get("schema", []) if f["key"] == key), None)
+        entry = next((f for f in record.output.manifest.schema if f["key"] == key), None)
         role = of_entry(entry).label_role if entry is not None else "by_name"
         if role != "by_name":
             return role == "always"
@@ -224,7 +223,7 @@ def _is_label(record: Record, key: str) -> bool:
 
 def _label(record: Record, key: str) -> str:
     values = record.features[key][1]
-    names = record.output.manifest.get("classes", {}).get(key) if record.output is not None else None
+    names = record.output.manifest.classes.get(key) if record.output is not None else None
     shown = [
         names[v] if names and isinstance(v, int) and 0 <= v < len(names) else _text(v) if isinstance(v, bytes) else str(v)
         for v in values[:4]

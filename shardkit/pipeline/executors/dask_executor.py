@@ -17,9 +17,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from shardkit.errors import WorkerError
+from shardkit.output.shard_record import ShardResult
 from shardkit.pipeline.executors import worker_settings
 from shardkit.pipeline.executors.local_executors import OnProgress, OnShard
-from shardkit.pipeline.plan.tasks import ShardResult, ShardTask
+from shardkit.pipeline.plan.tasks import ShardTask
 from shardkit.pipeline.shard.worker import run_task
 from shardkit.version import __version__
 

@@ -17,8 +17,9 @@ from typing import Any, Protocol
 
 from shardkit.errors import WorkerError
 from shardkit.interrupts import quiet_pool, stop_pool
+from shardkit.output.shard_record import ShardResult
 from shardkit.pipeline.executors import worker_settings
-from shardkit.pipeline.plan.tasks import ShardResult, ShardTask
+from shardkit.pipeline.plan.tasks import ShardTask
 from shardkit.pipeline.shard.worker import WrittenShard, run_task, write_shard
 from shardkit.storage import location
 

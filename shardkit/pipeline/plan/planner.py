@@ -25,6 +25,8 @@ from typing import Any
 
 from shardkit.errors import EntryError
 from shardkit.interrupts import quiet_pool, stop_pool
+from shardkit.output import layout
+from shardkit.output.build_state import SkippedEntry, SplitPlan
 from shardkit.pipeline.config import Config
 from shardkit.pipeline.inputs.entries import checked_rows, to_entry
 from shardkit.pipeline.inputs.formats.input_format import Piece, Row
@@ -48,8 +50,8 @@ class Plan:
     """What the build state records of a plan: per split its entries, shard size and byte
     ranges, the entries skipped while checking, and the class lists collected."""
 
-    splits: dict[str, dict[str, Any]]
-    skipped: list[dict[str, Any]]
+    splits: dict[str, SplitPlan]
+    skipped: list[SkippedEntry]
     config: Config  # with the class lists filled
 
 
@@ -81,7 +83,7 @@ def make_plan(
 ) -> Plan:
     """Write every split's plan file into ``folder`` (which must exist); scratch space is under it."""
     classes = config.open_classes()
-    skipped: list[dict[str, Any]] = []
+    skipped: list[SkippedEntry] = []
     plans = {}
     for name, split_input in splits.items():  # one split at a time: memory is one split's spools
         scratch = os.path.join(folder, f"{name}.spool")
@@ -95,25 +97,25 @@ def make_plan(
         for part in parts:
             for key, names in part.classes.items():
                 classes[key] |= names
-            skipped += [{"split": name, "source": e.source, "line": e.line, "reason": e.reason} for e in part.errors]
+            skipped += [SkippedEntry(name, e.source, e.line, e.reason) for e in part.errors]
             sources = [s if s.names else p for s, p in zip(sources, part.sources, strict=True)]
         entries = sum(part.spool.lines for part in parts)
         sample = heapq.nlargest(SAMPLE, (s for part in parts for s in part.sample), key=lambda s: (s[0], s[1]))
         # Sizes need paths only: the class lists, still growing, are not needed yet.
         per_entry = _bytes_per_entry([to_entry(row, config, sources[source].folder).values for _, _, source, row in sample], config)
         per_shard = records_per_shard or default_entries_per_shard(entries, per_entry)
-        file = f"{name}.plan"
+        file = layout.plan_file(name)
         shards = write_plan(os.path.join(folder, file), merged([part.spool for part in parts]), entries, per_shard, durable)
         shutil.rmtree(scratch, ignore_errors=True)
-        plans[name] = {
-            "entries": entries,
-            "entries_per_shard": per_shard,
-            "num_shards": len(shards),
-            "bytes_per_entry": round(per_entry, 1),
-            "file": file,
-            "sources": [s.to_dict() for s in sources],
-            "shards": shards,
-        }
+        plans[name] = SplitPlan(
+            entries,
+            per_shard,
+            len(shards),
+            round(per_entry, 1),
+            file,
+            tuple(s.to_dict() for s in sources),
+            tuple((a, b, n) for a, b, n in shards),
+        )
     config = config.with_classes(classes)
     return Plan(plans, skipped, config)
 

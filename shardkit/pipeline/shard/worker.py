@@ -20,14 +20,17 @@ from typing import Any
 
 from shardkit.errors import EntryError, StateError, WriteError
 from shardkit.formats import image_headers
-from shardkit.formats.idx_sidecar import INDEX_SUFFIX, index_text
+from shardkit.formats.idx_sidecar import index_text
 from shardkit.formats.tfrecord_io import RecordWriter, file_crc32c
+from shardkit.output import layout
+from shardkit.output.build_state import current_fingerprint
+from shardkit.output.shard_record import ShardResult, write_shard_record
 from shardkit.pipeline.inputs.entries import Entry
 from shardkit.pipeline.plan.arithmetic import record_key
 from shardkit.pipeline.plan.plan_file import read_entries
-from shardkit.pipeline.plan.tasks import ShardResult, ShardTask
+from shardkit.pipeline.plan.tasks import ShardTask
 from shardkit.pipeline.shard.records import RecordMaker
-from shardkit.storage import atomic, layout, location
+from shardkit.storage import atomic, location
 
 Progress = Callable[[int], None]
 
@@ -101,7 +104,7 @@ class WrittenShard:
         except BaseException:
             atomic.remove_quietly(self.temp)
             raise
-        layout.write_shard_record(settings.out_dir, self.result.to_dict(), settings.fsync)
+        write_shard_record(settings.out_dir, self.result, settings.fsync)
 
     def discard(self) -> None:
         atomic.remove_quietly(self.temp)
@@ -125,7 +128,7 @@ def write_shard(task: ShardTask, progress: Progress | None = None, tick_every: f
             layout.make_work_dir(settings.out_dir)
         if settings.shuffle and len(maker.copies) > 1:
             with atomic.naming(final):
-                spread = _Spread(layout.temp_path(settings.out_dir, task.name + ".records", tag), settings.seed)
+                spread = _Spread(layout.spread_temp_path(settings.out_dir, task.name, tag), settings.seed)
         with _ShardFile(temp, final) as raw:
             sink: Any = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) if settings.compression == "gzip" else raw
             writer = RecordWriter(sink)
@@ -163,7 +166,7 @@ def write_shard(task: ShardTask, progress: Progress | None = None, tick_every: f
             size, crc = writer.bytes_written, writer.crc32c
         index_name = index = None
         if settings.index and settings.compression is None:
-            index_name, index = task.name + INDEX_SUFFIX, index_text(writer.offsets)
+            index_name, index = layout.index_name(task.name), index_text(writer.offsets)
     except BaseException:
         atomic.remove_quietly(temp)
         raise
@@ -238,8 +241,8 @@ def _check_still_ours(task: ShardTask) -> None:
     byte-identical, so only a changed (or removed) fingerprint stops the commit.
     """
     settings = task.settings
-    if layout.state_fingerprint(settings.out_dir) != settings.fingerprint:
+    if current_fingerprint(settings.out_dir) != settings.fingerprint:
         raise StateError(
-            f"{settings.out_dir}: now holds another build (.shardkit/build.json changed while {task.name} was written); "
+            f"{settings.out_dir}: now holds another build ({layout.STATE_DIR}/{layout.BUILD_STATE} changed while {task.name} was written); "
             "this task's shard was discarded"
         )

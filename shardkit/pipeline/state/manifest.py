@@ -1,4 +1,5 @@
-"""The manifest: ``OUT/manifest.json``, versioned, derived from the build state and shard records.
+"""Making the manifest (``output.manifest``) from the build state and every shard's record, and
+publishing it with ``errors.jsonl`` and the TFDS metadata.
 
 It can always be rewritten from what is on disk (``.shardkit/build.json`` plus one record per
 shard), so a crash between the last shard and the manifest loses nothing.
@@ -12,12 +13,13 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from shardkit.features.registry import kind_named
-from shardkit.pipeline.plan.tasks import ShardResult
-from shardkit.storage import layout, location
+from shardkit.output import layout
+from shardkit.output.build_state import BuildState, SkippedEntry
+from shardkit.output.manifest import VERSION, Manifest, ShardEntry, SplitEntry
+from shardkit.output.shard_record import ShardResult
+from shardkit.pipeline.state import tfds_metadata
+from shardkit.storage import atomic, location
 from shardkit.version import __version__
-
-FORMAT = "shardkit.manifest"
-VERSION = 1
 
 
 def schema(config: Mapping[str, Any], shards: Iterable[ShardResult]) -> list[dict[str, Any]]:
@@ -43,57 +45,49 @@ def schema(config: Mapping[str, Any], shards: Iterable[ShardResult]) -> list[dic
     return out
 
 
-def make_manifest(state: Mapping[str, Any], shards: Iterable[ShardResult], run: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The manifest document; ``run`` holds settings of the last run that do not change records."""
+def make_manifest(state: BuildState, shards: Iterable[ShardResult], run: Mapping[str, Any] | None = None) -> Manifest:
+    """The manifest; ``run`` holds settings of the last run that do not change records."""
     shards = sorted(shards, key=lambda s: (s.split, s.index))
-    splits: dict[str, Any] = {}
+    splits: dict[str, SplitEntry] = {}
     label_keys = _label_keys(shards)
-    for split, plan in state["splits"].items():
+    for split, plan in state.splits.items():
         mine = [s for s in shards if s.split == split]
-        splits[split] = {
-            "records": sum(s.records for s in mine),
-            "bytes": sum(s.bytes for s in mine),
-            "entries": sum(s.entries for s in mine),
-            "skipped": sum(len(s.skipped) for s in mine) + sum(1 for e in state["skipped"] if e["split"] == split),
-            "num_shards": plan["num_shards"],
-            "entries_per_shard": plan["entries_per_shard"],
-            "shards": [
-                {
-                    "name": s.name,
-                    "records": s.records,
-                    "bytes": s.bytes,
-                    "crc32c": s.crc32c,
-                    "entries": s.entries,
-                    "index": s.index_file,
-                    "covers": [list(c) for c in s.covers],
-                    "labels": {key: dict(sorted((s.labels[key] or {}).items())) for key in label_keys},
-                }
+        splits[split] = SplitEntry(
+            records=sum(s.records for s in mine),
+            bytes=sum(s.bytes for s in mine),
+            entries=sum(s.entries for s in mine),
+            skipped=sum(len(s.skipped) for s in mine) + sum(1 for e in state.skipped if e.split == split),
+            num_shards=plan.num_shards,
+            entries_per_shard=plan.entries_per_shard,
+            shards=tuple(
+                ShardEntry(
+                    name=s.name,
+                    records=s.records,
+                    bytes=s.bytes,
+                    crc32c=s.crc32c,
+                    entries=s.entries,
+                    index=s.index_file,
+                    covers=s.covers,
+                    labels={key: dict(sorted((s.labels[key] or {}).items())) for key in label_keys},
+                )
                 for s in mine
-            ],
-            "labels": label_totals(mine, label_keys),
-        }
-    config = state["config"]
-    skipped = sum(v["skipped"] for v in splits.values())
-    return {
-        "format": FORMAT,
-        "version": VERSION,
-        "shardkit_version": __version__,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "fingerprint": state["fingerprint"],
-        "parameters": state["parameters"],
-        "inputs": state["inputs"],
-        "run": dict(run or {}),
-        "config": config,
-        "schema": schema(config, shards),
-        "classes": {k: v["classes"] for k, v in config["features"].items() if kind_named(v["kind"]).has_classes},
-        "splits": splits,
-        "totals": {
-            "records": sum(v["records"] for v in splits.values()),
-            "bytes": sum(v["bytes"] for v in splits.values()),
-            "shards": sum(len(v["shards"]) for v in splits.values()),
-        },
-        "errors": {"skipped": skipped, "file": layout.ERRORS if skipped else None},
-    }
+            ),
+            labels=label_totals(mine, label_keys),
+        )
+    config = state.config
+    return Manifest(
+        version=VERSION,
+        shardkit_version=__version__,
+        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        fingerprint=state.fingerprint,
+        parameters=state.parameters,
+        inputs=state.inputs,
+        run=dict(run or {}),
+        config=config,
+        schema=tuple(schema(config, shards)),
+        classes={k: tuple(v["classes"]) for k, v in config["features"].items() if kind_named(v["kind"]).has_classes},
+        splits=splits,
+    )
 
 
 def _label_keys(shards: list[ShardResult]) -> list[str]:
@@ -114,22 +108,23 @@ def label_totals(shards: Iterable[ShardResult], keys: Iterable[str]) -> dict[str
     return totals
 
 
-def error_lines(state: Mapping[str, Any], shards: Iterable[ShardResult]) -> list[dict[str, Any]]:
+def error_lines(state: BuildState, shards: Iterable[ShardResult]) -> list[SkippedEntry]:
     """Every skipped entry, in plan order first, then shard order: what errors.jsonl holds."""
-    lines = [dict(e) for e in state["skipped"]]
+    lines = list(state.skipped)
     for s in sorted(shards, key=lambda s: (s.split, s.index)):
-        lines.extend({"split": s.split, "source": src, "line": line, "reason": reason} for src, line, reason in s.skipped)
+        lines.extend(SkippedEntry(s.split, src, line, reason) for src, line, reason in s.skipped)
     return lines
 
 
-def load_shard_records(out: str) -> dict[str, ShardResult]:
-    folder = location.join(layout.state_dir(out), "shards")
-    records: dict[str, ShardResult] = {}
-    paths = [location.join(folder, n) for n in location.listdir(folder) if n.endswith(".json") and not n.startswith(".")]
-    for data in location.read_many(paths).values():  # concurrent GETs in a bucket
-        try:
-            result = ShardResult.from_dict(json.loads(data or b""))
-        except (ValueError, KeyError, TypeError, AttributeError):
-            continue  # an unreadable record means the shard is rebuilt
-        records[result.name] = result
-    return records
+def publish(out_dir: str, state: BuildState, shards: list[ShardResult], run: Mapping[str, Any], durable: bool) -> Manifest:
+    """errors.jsonl, the TFDS metadata, then manifest.json, from the state and every shard's record."""
+    manifest = make_manifest(state, shards, run)
+    errors = error_lines(state, shards)
+    errors_path = location.join(out_dir, layout.ERRORS)
+    if errors:
+        atomic.write_atomic(errors_path, "".join(json.dumps(e.to_dict()) + "\n" for e in errors).encode(), durable)
+    else:
+        location.remove(errors_path)
+    tfds_metadata.write(out_dir, manifest, durable)
+    atomic.write_json(layout.manifest_path(out_dir), manifest.to_dict(), durable)  # last: its presence says the rest is there
+    return manifest

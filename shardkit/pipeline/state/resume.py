@@ -1,58 +1,46 @@
 """Resuming a build: what an output folder already holds, and whether it belongs to this build.
 
-A build is identified by its fingerprint (config + record-affecting parameters + index file
-contents). The state in ``.shardkit/build.json`` and one record per finished shard are what a
-rerun trusts; anything else a build wrote is rebuilt or removed.
+The state in ``.shardkit/build.json`` (``output.build_state``) and one record per finished shard
+(``output.shard_record``) are what a rerun trusts; anything else a build wrote is rebuilt or
+removed.
 """
 
 from __future__ import annotations
 
-import fnmatch
-import glob
 from collections.abc import Sequence
 from typing import Any
 
 from shardkit.errors import StateError
-from shardkit.formats.idx_sidecar import INDEX_SUFFIX
+from shardkit.output import layout
+from shardkit.output.build_state import STATE_VERSION, BuildParameters, BuildState, difference, read_state
+from shardkit.output.shard_record import ShardResult, load_shard_records
 from shardkit.pipeline.config import Config
-from shardkit.pipeline.plan.tasks import ShardResult, ShardTask
-from shardkit.pipeline.state import manifest
-from shardkit.storage import atomic, layout, location
-from shardkit.storage.layout import shard_name
+from shardkit.pipeline.plan.tasks import ShardTask
+from shardkit.storage import location
 from shardkit.version import __version__
-
-STATE_VERSION = 2  # 2: the plan lives in files (.shardkit/plan-*), tasks carry byte ranges
 
 
 def prepare_state(
     out_dir: str,
     fingerprint: str,
     cfg: Config,
-    parameters: dict[str, Any],
+    parameters: BuildParameters,
     inputs: dict[str, Any],
     overwrite: bool,
     multi_node: bool = False,
-) -> dict[str, Any]:
+) -> BuildState:
     """Load the existing build state (resume), or refuse/clear a different one, or start fresh."""
-    state_path = location.join(layout.state_dir(out_dir), "build.json")
-    fresh = {
-        "version": STATE_VERSION,
-        "shardkit_version": __version__,
-        "fingerprint": fingerprint,
-        "parameters": parameters,
-        "inputs": inputs,
-        "config": cfg.to_dict(),
-    }
+    fresh = BuildState(STATE_VERSION, __version__, fingerprint, parameters, inputs, cfg.to_dict())
 
-    def same_build(state: dict[str, Any]) -> bool:
-        return state.get("fingerprint") == fingerprint and state.get("version") == STATE_VERSION
+    def same_build(state: BuildState) -> bool:
+        return state.fingerprint == fingerprint and state.version == STATE_VERSION
 
-    old = _read_state(state_path)
+    old = _read_state(out_dir)
     if old is not None and same_build(old):
         return old
     leftovers = owned_files(out_dir)
     if old is None and leftovers:
-        old = _read_state(state_path)  # another node of this build may have published its plan a moment ago
+        old = _read_state(out_dir)  # another node of this build may have published its plan a moment ago
         if old is not None and same_build(old):
             return old
     if (old is not None or leftovers) and not overwrite:
@@ -63,56 +51,35 @@ def prepare_state(
     for path in leftovers:
         location.remove(path)
     # Plans of other builds: a different build's, or one published by a run killed before its state.
-    for path in location.glob(location.join(glob.escape(layout.state_dir(out_dir)), "plan-*")):
-        if path.rstrip("/").rsplit("/", 1)[-1] != plan_name(fingerprint):
+    for path in layout.plan_folders(out_dir):
+        if path.rstrip("/").rsplit("/", 1)[-1] != layout.plan_name(fingerprint):
             location.remove_tree(path)
     return fresh
 
 
-def plan_name(fingerprint: str) -> str:
-    """The folder under ``.shardkit`` that holds the plan of the build with ``fingerprint``."""
-    return f"plan-{fingerprint[:16]}"
-
-
-def has_plan(out_dir: str, state: dict[str, Any]) -> bool:
+def has_plan(out_dir: str, state: BuildState) -> bool:
     """Whether ``state`` holds a plan whose files are all in place (a published plan folder is whole)."""
-    if "splits" not in state or "plan" not in state:
+    if not state.planned:
         return False
-    present = location.sizes(location.join(layout.state_dir(out_dir), state["plan"]))
-    return all(plan["file"] in present for plan in state["splits"].values())
+    present = location.sizes(location.join(layout.state_dir(out_dir), state.plan))
+    return all(plan.file in present for plan in state.splits.values())
 
 
-def _read_state(path: str) -> dict[str, Any] | None:
+def _read_state(out_dir: str) -> BuildState | None:
     try:
-        state: dict[str, Any] = atomic.read_json(path)
+        return read_state(out_dir)
     except (OSError, ValueError):
         return None
-    return state if isinstance(state, dict) else None
-
-
-def difference(old: dict[str, Any], new: dict[str, Any]) -> str:
-    changed = [key for key in ("config", "inputs", "parameters") if old.get(key) != new.get(key)]
-    return "different " + " and ".join(changed) if changed else "a different shardkit state version"
 
 
 def owned_files(out_dir: str) -> list[str]:
     """Files in OUT that a shardkit build writes (and --overwrite may delete); nothing else. Plan
     folders are not among them: alone, one says no more than that planning finished."""
-    patterns = [
-        "*-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9].tfrecord*",  # .idx too
-        layout.MANIFEST,
-        layout.ERRORS,
-        "dataset_info.json",
-        "features.json",
-        "*.labels.txt",
-    ]
-    names = location.listdir(out_dir)
-    # Hidden names (temp files) are not a build's, as glob(*) skips them too.
-    found = [location.join(out_dir, n) for n in names if n[0] != "." and any(fnmatch.fnmatchcase(n, p) for p in patterns)]
+    found = [location.join(out_dir, n) for n in location.listdir(out_dir) if layout.is_built_name(n)]
+    records = layout.shard_records_dir(out_dir)
+    found += [location.join(records, n) for n in location.listdir(records) if layout.is_shard_record_name(n)]
     state = layout.state_dir(out_dir)
-    shards = location.join(state, "shards")
-    found += [location.join(shards, n) for n in location.listdir(shards) if n.endswith(".json") and n[0] != "."]
-    found += [location.join(state, n) for n in location.listdir(state) if n == "build.json"]
+    found += [location.join(state, n) for n in location.listdir(state) if n == layout.BUILD_STATE]
     return sorted(set(found))
 
 
@@ -123,30 +90,28 @@ def finished_shards(out_dir: str, tasks: Sequence[ShardTask], fingerprint: str) 
     done, missing = _sorted_out(out_dir, [t.name for t in tasks], fingerprint, present)
     if not missing:
         return done
-    recorded = set(location.listdir(location.join(layout.state_dir(out_dir), "shards")))
+    recorded = set(location.listdir(layout.shard_records_dir(out_dir)))
     for name in missing:
-        for stale in (name, name + INDEX_SUFFIX):
+        for stale in (name, layout.index_name(name)):
             if stale in present:
                 location.remove(location.join(out_dir, stale))
-        if f"{name}.json" in recorded:
+        if layout.shard_record_name(name) in recorded:
             location.remove(layout.shard_record_path(out_dir, name))
     return done
 
 
-def load_state(out_dir: str) -> dict[str, Any]:
-    path = location.join(layout.state_dir(out_dir), "build.json")
+def load_state(out_dir: str) -> BuildState:
     try:
-        state: dict[str, Any] = atomic.read_json(path)
+        return read_state(out_dir)
     except (OSError, ValueError) as exc:
-        raise StateError(f"{out_dir}: no readable shardkit build state ({path}: {exc})") from None
-    return state
+        raise StateError(f"{out_dir}: no readable shardkit build state ({layout.build_state_path(out_dir)}: {exc})") from None
 
 
-def planned_names(state: dict[str, Any]) -> list[str]:
+def planned_names(state: BuildState) -> list[str]:
     """Every shard the build's plan has, from its state alone."""
-    compression = state["parameters"]["compression"]
+    compression = state.parameters.compression
     return [
-        shard_name(split, i, plan["num_shards"], compression) for split, plan in state["splits"].items() for i in range(plan["num_shards"])
+        layout.shard_name(split, i, plan.num_shards, compression) for split, plan in state.splits.items() for i in range(plan.num_shards)
     ]
 
 
@@ -157,7 +122,7 @@ def committed(out_dir: str, names: Sequence[str], fingerprint: str) -> tuple[dic
 
 def _sorted_out(out_dir: str, names: Sequence[str], fingerprint: str, present: dict[str, int]) -> tuple[dict[str, ShardResult], list[str]]:
     """``committed``, given OUT's listing (name -> bytes)."""
-    records = manifest.load_shard_records(out_dir)
+    records = load_shard_records(out_dir)
     done: dict[str, ShardResult] = {}
     missing = []
     for name in names:

@@ -6,29 +6,25 @@ one set of files serves both; ``features.json`` with each feature as its kind de
 (images and masks as ``Image``, class names as ``ClassLabel`` with names in ``KEY.labels.txt``,
 numbers as ``Tensor``, strings as ``Text``). The
 ``KEY/height``-style size features stay out of it: TFDS reads ``/`` as nesting, and they remain
-in every record for tf.data readers.
+in every record for tf.data readers. ``output.layout`` names the files.
 """
 
 from __future__ import annotations
 
-import os
-from typing import Any
-
 from shardkit.features.base import TFDS
 from shardkit.features.registry import of_entry
-from shardkit.storage import atomic
+from shardkit.output import layout
+from shardkit.output.manifest import Manifest
+from shardkit.storage import atomic, location
 
-DATASET_INFO = "dataset_info.json"
-FEATURES = "features.json"
 
-
-def write(out_dir: str, manifest: dict[str, Any], durable: bool = True) -> list[str]:
+def write(out_dir: str, manifest: Manifest, durable: bool = True) -> list[str]:
     """Write the TFDS metadata files for ``manifest``; returns their names."""
-    if manifest["parameters"].get("compression") == "gzip":
+    if manifest.parameters.compression == "gzip":
         return []  # TFDS reads TFRecord shards uncompressed only
-    config_features = manifest["config"]["features"]
+    config_features = manifest.config["features"]
     features = {}
-    for spec in manifest["schema"]:
+    for spec in manifest.schema:
         key = spec["key"]
         if key in config_features:  # not the size features beside images
             features[key] = of_entry(spec).tfds_feature(spec, config_features[key])
@@ -36,27 +32,27 @@ def write(out_dir: str, manifest: dict[str, Any], durable: bool = True) -> list[
         {
             "filepathTemplate": "{SPLIT}-{SHARD_X_OF_Y}.{FILEFORMAT}",
             "name": name,
-            "numBytes": str(info["bytes"]),
-            "shardLengths": [str(s["records"]) for s in info["shards"]],
+            "numBytes": str(info.bytes),
+            "shardLengths": [str(s.records) for s in info.shards],
         }
-        for name, info in manifest["splits"].items()
-        if info["shards"]
+        for name, info in manifest.splits.items()
+        if info.shards
     ]
     info = {
         "name": "shardkit",
-        "description": "Built by shardkit: see manifest.json.",
+        "description": f"Built by shardkit: see {layout.MANIFEST}.",
         "fileFormat": "tfrecord",
         "splits": splits,
         "version": "1.0.0",
     }
-    atomic.write_json(os.path.join(out_dir, DATASET_INFO), info, durable)
+    atomic.write_json(location.join(out_dir, layout.DATASET_INFO), info, durable)
     atomic.write_json(
-        os.path.join(out_dir, FEATURES),
+        location.join(out_dir, layout.FEATURES),
         {"featuresDict": {"features": features}, "pythonClassName": TFDS + "features_dict.FeaturesDict"},
         durable,
     )
-    written = [DATASET_INFO, FEATURES]
-    for key, names in manifest.get("classes", {}).items():
-        atomic.write_atomic(os.path.join(out_dir, f"{key}.labels.txt"), "".join(f"{n}\n" for n in names).encode(), durable)
-        written.append(f"{key}.labels.txt")
+    written = [layout.DATASET_INFO, layout.FEATURES]
+    for key, names in manifest.classes.items():
+        atomic.write_atomic(location.join(out_dir, layout.labels_name(key)), "".join(f"{n}\n" for n in names).encode(), durable)
+        written.append(layout.labels_name(key))
     return written

@@ -1,10 +1,10 @@
 """Reading what builds left, and what the user pointed at: output folders and plain TFRecord files.
 
-``load_output`` reads an output's manifest and checks the structure every reader relies on.
-``expand`` takes files, folders and globs; a folder with ``manifest.json`` is a shardkit output, any
-other folder contributes the TFRecord files in it. Each may be a local path or a URL
-(``gs://bucket/out``, ``s3://bucket/out/*.tfrecord``): on a store a folder is a prefix, and a
-folder or a glob costs one listing, not a request per object.
+``load_output`` reads an output's manifest into a ``Manifest`` (structure-checked: a damaged one
+is one error naming the file). ``expand`` takes files, folders and globs; a folder with a
+manifest is a shardkit output, any other folder contributes the TFRecord files in it. Each may be
+a local path or a URL (``gs://bucket/out``, ``s3://bucket/out/*.tfrecord``): on a store a folder
+is a prefix, and a folder or a glob costs one listing, not a request per object.
 """
 
 from __future__ import annotations
@@ -17,9 +17,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from shardkit.errors import ShardkitError
-from shardkit.storage import layout, location
+from shardkit.formats.idx_sidecar import INDEX_SUFFIX
+from shardkit.output import layout
+from shardkit.output.manifest import Manifest, ManifestError, ShardEntry
+from shardkit.storage import location
 
 TFRECORD_MARKERS = (".tfrecord", ".tfrec", ".tfrecords")
+_NOT_TFRECORDS = (INDEX_SUFFIX, ".tfindex", ".json")  # sidecars and metadata named after a TFRecord file
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,11 +31,14 @@ class Output:
     """A shardkit output folder and its manifest."""
 
     path: str
-    manifest: dict[str, Any]
+    manifest: Manifest
 
-    def shards(self) -> list[tuple[str, dict[str, Any]]]:
+    def shards(self) -> list[tuple[str, ShardEntry]]:
         """(split, shard entry) for every shard the manifest lists."""
-        return [(split, shard) for split, info in self.manifest["splits"].items() for shard in info["shards"]]
+        return self.manifest.shards()
+
+    def shard_path(self, shard: ShardEntry) -> str:
+        return location.join(self.path, shard.name)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,63 +50,43 @@ class Targets:
 
     def tfrecord_files(self) -> list[str]:
         """Every TFRecord file: the plain ones, then each output's shards in manifest order."""
-        return self.files + [location.join(o.path, shard["name"]) for o in self.outputs for _, shard in o.shards()]
+        return self.files + [o.shard_path(shard) for o in self.outputs for _, shard in o.shards()]
 
 
 def is_tfrecord_name(name: str) -> bool:
-    return any(marker in name for marker in TFRECORD_MARKERS) and not name.endswith((".idx", ".tfindex", ".json"))
+    return any(marker in name for marker in TFRECORD_MARKERS) and not name.endswith(_NOT_TFRECORDS)
+
+
+def is_output(folder: str) -> bool:
+    """Whether ``folder`` holds a manifest (it may still be unreadable or damaged)."""
+    return location.exists(layout.manifest_path(folder))
 
 
 def load_output(folder: str) -> Output:
     if location.is_url(folder):
         folder = location.absolute(folder)
-        path = location.join(folder, layout.MANIFEST)
+        path = layout.manifest_path(folder)
         try:
-            manifest = json.loads(location.read_bytes(path))
+            raw = json.loads(location.read_bytes(path))
         except FileNotFoundError:
             raise ShardkitError(f"{path}: cannot read the manifest: no such object{_missing_bucket(folder)}") from None
         except ValueError as exc:
             raise ShardkitError(f"{path}: cannot read the manifest: {exc}") from None
-        return _checked(path, folder, manifest)
-    path = os.path.join(folder, layout.MANIFEST)
+        return _checked(path, folder, raw)
+    path = layout.manifest_path(folder)
     try:
         with open(path, encoding="utf-8") as f:
-            manifest = json.load(f)
+            raw = json.load(f)
     except (OSError, ValueError) as exc:
         raise ShardkitError(f"{path}: cannot read the manifest: {exc}") from None
-    return _checked(path, folder, manifest)
+    return _checked(path, folder, raw)
 
 
-def _checked(path: str, folder: str, manifest: Any) -> Output:
-    if not isinstance(manifest, dict) or manifest.get("format") != "shardkit.manifest" or "splits" not in manifest:
-        raise ShardkitError(f"{path}: not a shardkit manifest")
-    problem = _manifest_problem(manifest)
-    if problem:
-        raise ShardkitError(f"{path}: damaged manifest: {problem}")
-    return Output(folder, manifest)
-
-
-def _manifest_problem(manifest: dict[str, Any]) -> str | None:
-    """The structure inspect and verify rely on; a hand-edited or truncated manifest fails here."""
-    if not isinstance(manifest["splits"], dict):
-        return "splits is not a mapping"
-    for split, info in manifest["splits"].items():
-        if not isinstance(info, dict) or not isinstance(info.get("shards"), list):
-            return f"split {split!r} has no shard list"
-        for key in ("records", "bytes"):
-            if not isinstance(info.get(key), int):
-                return f"split {split!r} has no {key} count"
-        for shard in info["shards"]:
-            if not isinstance(shard, dict) or not all(
-                isinstance(shard.get(k), t) for k, t in (("name", str), ("records", int), ("bytes", int), ("crc32c", str))
-            ):
-                return f"a shard of split {split!r} lacks name, records, bytes or crc32c"
-            if "/" in shard["name"] or shard["name"].startswith("."):
-                return f"shard name {shard['name']!r} is not a file name"
-    schema = manifest.get("schema", [])
-    if not isinstance(schema, list) or not all(isinstance(f, dict) and "key" in f and "dtype" in f for f in schema):
-        return "schema is not a list of features with key and dtype"
-    return None
+def _checked(path: str, folder: str, raw: Any) -> Output:
+    try:
+        return Output(folder, Manifest.from_dict(raw))
+    except ManifestError as exc:
+        raise ShardkitError(f"{path}: {exc}") from None
 
 
 def expand(paths: Sequence[str]) -> Targets:
@@ -114,7 +101,7 @@ def expand(paths: Sequence[str]) -> Targets:
             raise ShardkitError(f"{given}: no file matches this pattern")
         for path in matches:
             if os.path.isdir(path):
-                if os.path.exists(os.path.join(path, layout.MANIFEST)):
+                if os.path.exists(layout.manifest_path(path)):
                     outputs.append(load_output(path))
                     continue
                 found = sorted(

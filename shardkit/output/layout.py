@@ -1,0 +1,192 @@
+"""Every name in an output folder: shards, sidecars, metadata, state, locks, plans, temp files.
+
+OUT/
+  train-00000-of-00004.tfrecord      finished shards (final names appear only when complete)
+  train-00000-of-00004.tfrecord.idx  its index (offset and length per record), uncompressed shards only
+  .train-00001-of-00004.tfrecord.incomplete-1a2b3c4d   a shard being written
+  manifest.json                      written last, atomically
+  errors.jsonl                       entries skipped with --on-error skip
+  dataset_info.json, features.json   TFDS metadata (uncompressed shards only)
+  KEY.labels.txt                     the class names of each class_name feature, for TFDS
+  .shardkit/build.json               the build's fingerprint, resolved parameters and plan
+  .shardkit/shards/NAME.json         one record per finished shard (the commit point)
+  .shardkit/lock                     held (flock) by the one build running into OUT
+  .shardkit/lock.node-K              held by node K of a multi-node build, beside the shared lock
+  .shardkit/plan-<fingerprint>/      the plan: one SPLIT.plan file per split, its entries in shard order
+  .shardkit/tmp/                     scratch space while planning
+
+When OUT is in a bucket (a ``gs://``/``s3://`` URL) the same names are objects, and what is
+written before it is finished (temp shards, planning scratch) lives in a local staging folder
+instead, ``$TMPDIR/shardkit-staging-<uid>/<hash of OUT>/``: objects appear whole, so nothing partial
+is ever in the bucket. The temp-name pattern is ``storage.atomic``'s and the ``.idx`` suffix
+``formats.idx_sidecar``'s (both apply to files anywhere); this module applies them to OUT.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import glob
+import hashlib
+import os
+import stat
+import tempfile
+from collections.abc import Iterable
+
+from shardkit.errors import OutputError
+from shardkit.formats.idx_sidecar import INDEX_SUFFIX
+from shardkit.storage import location
+from shardkit.storage.atomic import INCOMPLETE, naming
+
+MANIFEST = "manifest.json"
+ERRORS = "errors.jsonl"
+DATASET_INFO = "dataset_info.json"
+FEATURES = "features.json"
+STATE_DIR = ".shardkit"
+BUILD_STATE = "build.json"  # in STATE_DIR
+SHARD_RECORDS = "shards"  # in STATE_DIR
+LOCK = "lock"  # in STATE_DIR
+_NODE_LOCK = "lock.node-"
+_PLAN = "plan-"
+_RECORD = ".json"
+_LABELS = ".labels.txt"
+_SCRATCH = "tmp"
+# What a build writes at OUT's top (and --overwrite may delete): shards with their .idx, and the metadata.
+_BUILT = ("*-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9].tfrecord*", MANIFEST, ERRORS, DATASET_INFO, FEATURES, "*" + _LABELS)
+
+
+def shard_name(split: str, index: int, num_shards: int, compression: str | None) -> str:
+    """``{split}-{i:05d}-of-{n:05d}.tfrecord``: TFDS' file template matches it (see pipeline.state.tfds_metadata)."""
+    suffix = ".tfrecord.gz" if compression == "gzip" else ".tfrecord"
+    return f"{split}-{index:05d}-of-{num_shards:05d}{suffix}"
+
+
+def index_name(shard: str) -> str:
+    """The ``.idx`` file beside shard ``shard``."""
+    return shard + INDEX_SUFFIX
+
+
+def labels_name(key: str) -> str:
+    """The class names of feature ``key``, one per line, as TFDS' ``ClassLabel`` reads them."""
+    return key + _LABELS
+
+
+def is_built_name(name: str) -> bool:
+    """Whether ``name`` at OUT's top is a file a build writes; hidden names (temp files) are not."""
+    return not name.startswith(".") and any(fnmatch.fnmatchcase(name, p) for p in _BUILT)
+
+
+def manifest_path(out: str) -> str:
+    return location.join(out, MANIFEST)
+
+
+def state_dir(out: str) -> str:
+    return location.join(out, STATE_DIR)
+
+
+def build_state_path(out: str) -> str:
+    return location.join(state_dir(out), BUILD_STATE)
+
+
+def lock_name(node: int | None = None) -> str:
+    """The lock of a single-machine build (``node`` None), or node ``node``'s of a multi-node one."""
+    return LOCK if node is None else f"{_NODE_LOCK}{node}"
+
+
+def lock_path(out: str, node: int | None = None) -> str:
+    return location.join(state_dir(out), lock_name(node))
+
+
+def is_node_lock(name: str) -> bool:
+    return name.startswith(_NODE_LOCK)
+
+
+def plan_name(fingerprint: str) -> str:
+    """The folder under ``.shardkit`` that holds the plan of the build with ``fingerprint``."""
+    return f"{_PLAN}{fingerprint[:16]}"
+
+
+def plan_folders(out: str) -> list[str]:
+    """Every plan folder under ``.shardkit``, this build's and others'."""
+    return location.glob(location.join(glob.escape(state_dir(out)), _PLAN + "*"))
+
+
+def plan_file(split: str) -> str:
+    """The plan of ``split``, in the plan folder."""
+    return f"{split}.plan"
+
+
+def shard_records_dir(out: str) -> str:
+    return location.join(state_dir(out), SHARD_RECORDS)
+
+
+def shard_record_name(shard: str) -> str:
+    return shard + _RECORD
+
+
+def is_shard_record_name(name: str) -> bool:
+    return name.endswith(_RECORD) and not name.startswith(".")
+
+
+def shard_record_path(out: str, shard: str) -> str:
+    return location.join(shard_records_dir(out), shard_record_name(shard))
+
+
+def work_dir(out: str) -> str:
+    """Where unfinished files of OUT are written: OUT itself, or a local staging folder for a bucket."""
+    if not location.is_url(out):
+        return out
+    return os.path.join(_staging_root(), hashlib.sha256(out.encode()).hexdigest()[:16])
+
+
+def _staging_root() -> str:
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    return os.path.join(tempfile.gettempdir(), f"shardkit-staging-{uid}")
+
+
+def make_work_dir(out: str) -> str:
+    """``work_dir(out)``, created; for a bucket, in a folder of this user's alone (mode 0700, owned by
+    them), so no other user of a shared machine can read the shards or take the name first."""
+    folder = work_dir(out)
+    if location.is_url(out):
+        root = _staging_root()
+        with naming(root):
+            os.makedirs(root, mode=0o700, exist_ok=True)
+            info = os.lstat(root)
+        if hasattr(os, "getuid") and (info.st_uid != os.getuid() or not stat.S_ISDIR(info.st_mode) or info.st_mode & 0o077):
+            raise OutputError(f"{root}: the staging folder of bucket builds is not this user's alone (mode 0700): remove it, or set TMPDIR")
+    with naming(folder):
+        os.makedirs(folder, exist_ok=True)
+    return folder
+
+
+def scratch_dir(out: str) -> str:
+    if location.is_url(out):
+        return os.path.join(work_dir(out), _SCRATCH)
+    return os.path.join(state_dir(out), _SCRATCH)
+
+
+def scratch_plan_dir(out: str, tag: str) -> str:
+    """A planning run's own folder in the scratch space, published as ``plan_name`` when whole."""
+    return os.path.join(scratch_dir(out), f"{_PLAN}{tag}")
+
+
+def temp_path(out: str, name: str, tag: str) -> str:
+    return os.path.join(work_dir(out), f".{name}{INCOMPLETE}{tag}")
+
+
+def spread_temp_path(out: str, shard: str, tag: str) -> str:
+    """Where a shuffled shard's records wait before they are spread over it."""
+    return temp_path(out, shard + ".records", tag)
+
+
+def is_temp_name(name: str) -> bool:
+    return name.startswith(".") and INCOMPLETE in name
+
+
+def temp_files(out: str, names: Iterable[str] | None = None) -> list[str]:
+    """Temporary files of OUT: all of them, or only those of the shards ``names``."""
+    folder = glob.escape(work_dir(out))
+    if names is None:
+        return sorted(glob.glob(os.path.join(folder, f".*{INCOMPLETE}*")))
+    # .NAME.incomplete-X (the shard) and .NAME.idx.incomplete-X (its index)
+    return sorted(p for name in names for p in glob.glob(os.path.join(folder, f".{glob.escape(name)}*{INCOMPLETE}*")))
