@@ -164,7 +164,5 @@ def finalize(out: str) -> None:
 
     result = shardkit.finalize(out)
     assert result.manifest is not None
-    splits = ", ".join(
-        f"{name} {plural(s.records, 'record')} in {plural(len(s.shards), 'shard')}" for name, s in result.manifest.splits.items()
-    )
+    splits = ", ".join(f"{name} {plural(s.records, 'record')}" for name, s in result.manifest.splits.items())
     click.echo(f"finalized {plural(result.shards_reused, 'shard')}: {splits}\nmanifest: {result.out_dir}/{layout.MANIFEST}")
