@@ -103,7 +103,7 @@ splits, inputs = rows_by_split([index], None, None, ())
 cfg = resolve_config(parse_config(config), splits).with_source_id()
 plan = make_plan(splits, cfg, folder, seed=0, shuffle=True, records_per_shard=None, on_error="fail", processes=processes)
 print(json.dumps({"seconds": time.perf_counter() - started, "rss_mb": peak_mb(),
-                  "shards": sum(p["num_shards"] for p in plan.splits.values())}))
+                  "shards": sum(p.num_shards for p in plan.splits.values())}))
 """
 )
 

@@ -30,8 +30,9 @@ import yaml
 
 from shardkit import demo
 from shardkit.pipeline.config import parse_config
+from tests.paths import REPO
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 RUN = ("bash", "console", "python", "yaml")
 NOT_RUN = re.compile(r"<!-- not run: (.+?) -->")

@@ -18,8 +18,9 @@ from PIL import Image
 
 import shardkit
 from shardkit import demo
+from tests.paths import REPO
 
-CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+CONFIGS = REPO / "configs"
 
 EVERY_KIND = """\
 features:

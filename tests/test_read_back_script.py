@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 import shardkit
+from tests.paths import REPO
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "read_back.py"
+SCRIPT = REPO / "scripts" / "read_back.py"
 
 
 def test_read_back_counts_the_records_and_is_quiet_about_cuda(seg_data: Path, tmp_path: Path) -> None:

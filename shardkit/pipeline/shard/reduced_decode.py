@@ -9,7 +9,7 @@ gives the full image, and the rest of the pipeline runs on it with the same rand
 
 How much is enough is chosen so that the result stays within 38 dB PSNR of decoding whole,
 measured on scikit-image's photos enlarged to 12 megapixels with sensor-like noise
-(``tests/test_reduced_decode.py``; ``docs/performance.md`` has the figures):
+(``tests/pipeline/shard/test_reduced_decode.py``; ``docs/performance.md`` has the figures):
 
 - an area-averaging downscale (``INTER_AREA``, or ``area_for_downscale``): any scale that keeps
   at least twice the target size, then an area resize (43-51 dB; at 1.5x it fell to 34 dB);

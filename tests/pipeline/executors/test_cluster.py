@@ -22,6 +22,7 @@ from shardkit import demo
 from shardkit.check.verify import verify
 from shardkit.errors import EntryError, OutputError
 from shardkit.pipeline.executors import malloc
+from tests.paths import REPO
 from tests.tfread import raw_records
 
 pytest.importorskip("distributed")
@@ -37,7 +38,7 @@ augment:
     - {__class_fullname__: HorizontalFlip, p: 0.5}
     - {__class_fullname__: RandomBrightnessContrast, p: 0.9}
 """
-ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 
 
 @pytest.fixture(scope="module")

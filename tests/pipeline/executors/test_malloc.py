@@ -8,13 +8,13 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
 from shardkit.pipeline.executors import malloc, worker_settings
+from tests.paths import REPO
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 
 # Page faults per 1 MB array written and freed: about 245 when every array is a fresh mmap,
 # about 0 when the heap reuses the freed block. Printed outside, inside and after relax().
@@ -22,6 +22,7 @@ FAULTS = """
 import json, resource
 import numpy as np
 from shardkit.pipeline.executors import malloc
+from tests.paths import REPO
 
 def faults_per_array(rounds=40):
     for _ in range(3):  # the first arrays fault either way, while the heap grows

@@ -6,9 +6,10 @@ import pytest
 
 from shardkit.errors import ConfigError
 from shardkit.pipeline.config import load_config, parse_config
+from tests.paths import REPO
 
 FLIP = {"__class_fullname__": "HorizontalFlip", "p": 0.5}
-CONFIGS = sorted((Path(__file__).parent.parent / "configs").glob("*.yaml"))
+CONFIGS = sorted((REPO / "configs").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])

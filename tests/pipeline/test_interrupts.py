@@ -20,11 +20,12 @@ import pytest
 
 import shardkit
 from shardkit import demo
+from tests.paths import REPO
 from tests.tfread import raw_records
 
 PLAN = ["--records-per-shard", "8", "-w", "2", "--seed", "11"]
 SHARDS = 25  # 160 train and 40 val entries, 8 per shard
-ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent), "TF_CPP_MIN_LOG_LEVEL": "3"}
+ENV = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3"}
 
 
 def build_in_process(data: Path, out: Path, **options: object) -> shardkit.BuildResult:

@@ -229,7 +229,7 @@ def test_two_nodes_build_into_one_bucket_prefix(seg_data: Path, bucket: str, tmp
 @pytest.mark.slow
 def test_a_dask_build_into_a_bucket_equals_the_local_build(seg_data: Path, store: Store, bucket: str, tmp_path: Path) -> None:
     from shardkit.executors import DaskExecutor
-    from tests.test_cluster import ENV, dask_cluster
+    from tests.pipeline.executors.test_cluster import ENV, dask_cluster
 
     local = shardkit.build([seg_data], tmp_path / "local", **SEG_OPTIONS)  # type: ignore[arg-type]
     staging = tmp_path / "worker-tmp"  # empty: the workers make their own staging folder

@@ -12,9 +12,10 @@ import pytest
 
 import shardkit
 from shardkit import demo
+from tests.paths import REPO
 from tests.tfread import raw_records
 
-ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent), "TF_CPP_MIN_LOG_LEVEL": "3"}
+ENV = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3"}
 SEGMENTATION = """\
 columns: [image, mask]
 features:

@@ -20,10 +20,11 @@ from shardkit.pipeline.plan import planner
 from shardkit.pipeline.shard.fetch import Fetcher
 from shardkit.storage import location
 from tests.object_stores import Store
+from tests.paths import REPO
 from tests.tfread import raw_records
 
 SPLITS = ("train", "val")
-ENV = {"PYTHONPATH": str(Path(__file__).resolve().parent.parent), "TF_CPP_MIN_LOG_LEVEL": "3"}
+ENV = {"PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3"}
 
 
 def upload(store: Store, local: Path, url: str) -> str:
