@@ -273,3 +273,27 @@ def test_no_module_branches_on_an_input_format_name() -> None:
     format module declares: the registry compares those values, never a literal."""
     comparing = sorted(m for m in MODULES if (_compared_literals(m) | _suffix_literals(m)) & FORMAT_NAMES)
     assert not comparing, f"these modules branch on an input format; ask the format instead (pipeline/inputs/formats/): {comparing}"
+
+
+OUT_NAMES = ("manifest.json", "build.json", "errors.jsonl", "dataset_info.json", "features.json", ".labels.txt", ".shardkit")
+
+
+def test_one_module_names_the_files_in_out() -> None:
+    """``output.layout`` owns every name in OUT: no other module spells one (docstrings aside)."""
+    spelled = {}
+    for module in MODULES - {"shardkit.output.layout"}:
+        tree = ast.parse(_source(module))
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)
+        }
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                found = [name for name in OUT_NAMES if name in node.value]
+                if found:
+                    spelled.setdefault(module, set()).update(found)
+    assert not spelled, f"name these through shardkit.output.layout: {spelled}"

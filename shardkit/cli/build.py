@@ -8,6 +8,7 @@ import click
 
 from shardkit.cli.options import QUIET, PathOrURL, node_share
 from shardkit.cli.reporting import friendly_errors
+from shardkit.output import layout
 from shardkit.units import plural
 
 
@@ -58,7 +59,7 @@ from shardkit.units import plural
     type=click.Choice(["fail", "skip"]),
     default="fail",
     show_default=True,
-    help="On a bad entry: stop naming file and line, or skip it and list it in OUT/errors.jsonl.",
+    help=f"On a bad entry: stop naming file and line, or skip it and list it in OUT/{layout.ERRORS}.",
 )
 @click.option("--overwrite", is_flag=True, help="Replace a different build already in OUT.")
 @click.option(
@@ -113,7 +114,6 @@ def build(
     Re-running the same command resumes an interrupted build.
     """
     from shardkit.api import BuildOptions, build_with
-    from shardkit.output import layout
 
     # The options named above differ from BuildOptions' fields and are translated; the rest are its
     # fields by name, checked where it is made.
@@ -160,7 +160,6 @@ def build(
 def finalize(out: str) -> None:
     """Write OUT's manifest once every shard of a multi-node build is committed."""
     import shardkit
-    from shardkit.output import layout
 
     result = shardkit.finalize(out)
     assert result.manifest is not None
