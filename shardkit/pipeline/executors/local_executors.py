@@ -122,6 +122,10 @@ class PoolExecutor:
         if not tasks:
             return []
         progress_queue = self.context.Queue()
+        with worker_settings.fork_safe(self.context.get_start_method()):  # for as long as the pool may fork
+            return self._run(tasks, progress_queue, on_progress, on_shard)
+
+    def _run(self, tasks: Sequence[ShardTask], progress_queue: Any, on_progress: OnProgress, on_shard: OnShard) -> list[ShardResult]:
         pool = quiet_pool(self.context, min(self.workers, len(tasks)), _init_worker, (progress_queue, _augments(tasks)))
         try:
             pending = pool.starmap_async(_run_in_pool, [(t,) for t in tasks], chunksize=1)

@@ -11,6 +11,7 @@ the last one out undoes them.
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 
@@ -30,6 +31,26 @@ def apply(augment: bool) -> Callable[[], None]:
             step()
 
     return restore
+
+
+@contextlib.contextmanager
+def fork_safe(start_method: str) -> Iterator[None]:
+    """Forking pool workers made safe from this process's OpenCV, for the time inside.
+
+    OpenCV's thread pool does not survive ``fork``: a child that resizes it (every augmenting
+    worker pins it to one thread) or runs a parallel operation waits for ever on threads that
+    stayed in the parent. A parent that used OpenCV before the build (a preview in the same
+    notebook, an image loaded with cv2) has that pool running, so while a forking pool lives the
+    parent's native pools are pinned to one thread: stopped before any child is forked.
+    """
+    if start_method != "fork" or "cv2" not in sys.modules:
+        yield
+        return
+    restore = _pin_threads()
+    try:
+        yield
+    finally:
+        restore()
 
 
 def _pin_threads() -> Callable[[], None]:
