@@ -139,6 +139,11 @@ class Manifest:
     def from_dict(cls, raw: Any) -> Manifest:
         if not isinstance(raw, dict) or raw.get("format") != FORMAT or "splits" not in raw:
             raise ManifestError("not a shardkit manifest")
+        version = raw.get("version", VERSION)
+        if isinstance(version, bool) or not isinstance(version, int):
+            raise _damaged(f"version {version!r} is not a number")
+        if version > VERSION:  # a later format may mean something else by the same keys: never guess
+            raise ManifestError(f"manifest version {version} is newer than this shardkit reads ({VERSION}): upgrade shardkit to read it")
         if not isinstance(raw["splits"], dict):
             raise _damaged("splits is not a mapping")
         schema = raw.get("schema", [])
@@ -148,7 +153,7 @@ class Manifest:
             if not isinstance(raw.get(key, {}), dict):
                 raise _damaged(f"{key} is not a mapping")
         return cls(
-            version=raw.get("version", VERSION),
+            version=version,
             shardkit_version=raw.get("shardkit_version"),
             created=raw.get("created"),
             fingerprint=raw.get("fingerprint", ""),

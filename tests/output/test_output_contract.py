@@ -89,6 +89,8 @@ def test_a_manifest_from_before_labels_inputs_and_index_still_reads(built: Path,
         (lambda m: m["splits"]["val"]["shards"][0].update(name="../x"), "damaged manifest: shard name '../x' is not a file name"),
         (lambda m: m.update(schema=[{"key": "x"}]), "damaged manifest: schema is not a list of features with key and dtype"),
         (lambda m: m.update(parameters=None), "damaged manifest: parameters is not a mapping"),
+        (lambda m: m.update(version="1"), "damaged manifest: version '1' is not a number"),
+        (lambda m: m.update(version=2), "manifest version 2 is newer than this shardkit reads (1): upgrade shardkit to read it"),
     ],
 )
 def test_a_damaged_manifest_says_what_is_wrong(built: Path, damage: Callable[[dict[str, Any]], object], problem: str) -> None:
