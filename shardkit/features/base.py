@@ -39,7 +39,7 @@ class Loaded(Protocol):
 
     files: dict[str, bytes]
 
-    def stored(self, key: str) -> tuple[Any, str]: ...  # (ImageInfo, stored mode) of a picture
+    def stored(self, key: str) -> tuple[ImageInfo, str]: ...  # a picture's header and the mode it is stored in
 
     def array(self, spec: FeatureSpec) -> np.ndarray: ...
 
