@@ -11,7 +11,6 @@ its manifest from one listing.
 from __future__ import annotations
 
 import dataclasses
-import io
 import multiprocessing as mp
 import os
 import time
@@ -24,7 +23,7 @@ from shardkit.features.registry import of_entry
 from shardkit.formats import tfrecord_scan
 from shardkit.formats.example_proto import BYTES, DecodeError, decode_example
 from shardkit.formats.idx_sidecar import index_text
-from shardkit.formats.image_headers import ImageProblem
+from shardkit.formats.image_headers import ImageProblem, decoded_size
 from shardkit.interrupts import quiet_pool, stop_pool
 from shardkit.output import layout
 from shardkit.output.found import Output, expand, is_tfrecord_name
@@ -278,11 +277,7 @@ class _Bad(Exception):
 
 
 def _decode_image(key: str, data: bytes) -> tuple[int, int]:
-    from PIL import Image
-
     try:
-        with Image.open(io.BytesIO(data)) as im:
-            im.load()
-            return im.width, im.height
-    except Exception as exc:  # Pillow raises many types for damaged data
-        raise _Bad(f"image {key!r} does not decode ({type(exc).__name__}: {exc})") from None
+        return decoded_size(data)
+    except ImageProblem as exc:
+        raise _Bad(f"image {key!r} {exc}") from None

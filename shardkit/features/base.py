@@ -66,11 +66,6 @@ class FeatureSpec:
     def zlib_level(self) -> int:
         return 1 if self.png_level is None else self.png_level
 
-    @property
-    def dtype(self) -> str:
-        """The Example list type this feature's values are stored as."""
-        return self.kind.wire
-
     def to_dict(self) -> dict[str, Any]:
         """The config entry in canonical plain data (what the manifest stores and the fingerprint hashes)."""
         out: dict[str, Any] = {}

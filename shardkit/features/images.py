@@ -17,7 +17,7 @@ import numpy as np
 from shardkit.errors import ConfigError
 from shardkit.features.base import TFDS, Encoder, Features, FeatureSpec, Loaded, RecordStats
 from shardkit.features.files import FileKind
-from shardkit.formats import image_codec
+from shardkit.formats import image_codec, image_headers
 from shardkit.formats.image_headers import ImageInfo, ImageProblem, probe
 
 ENCODINGS = ("jpeg", "png", "raw")
@@ -115,14 +115,10 @@ class PictureKind(FileKind):
             return np.asarray(im).astype(np.uint8) if im.mode == "1" else np.asarray(im)
 
     def decoded_size(self, key: str, features: Mapping[str, tuple[str, list[Any]]]) -> tuple[int, int] | None:
-        from PIL import Image
-
         try:
-            with Image.open(io.BytesIO(features[key][1][0])) as im:
-                im.load()
-                size = im.width, im.height
-        except Exception as exc:  # Pillow raises many types for damaged data
-            raise ImageProblem(f"image {key!r} does not decode ({type(exc).__name__}: {exc})") from None
+            size = image_headers.decoded_size(features[key][1][0])
+        except ImageProblem as exc:
+            raise ImageProblem(f"image {key!r} {exc}") from None
         declared = tuple(int(features[f"{key}/{d}"][1][0]) for d in ("width", "height") if features.get(f"{key}/{d}", ("", []))[1])
         if len(declared) == 2 and size != declared:
             raise ImageProblem(f"image {key!r} decodes to {size[0]}x{size[1]} but its features say {declared[0]}x{declared[1]}")

@@ -88,3 +88,13 @@ def pillow_reason(exc: BaseException) -> str:
     if isinstance(exc, UnidentifiedImageError):
         return "unknown or damaged image format"
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def decoded_size(data: bytes) -> tuple[int, int]:
+    """(width, height) of an image decoded whole: proof that every byte of it decodes (``verify --deep``)."""
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            im.load()
+            return im.width, im.height
+    except Exception as exc:  # Pillow raises many types for damaged data
+        raise ImageProblem(f"does not decode ({type(exc).__name__}: {exc})") from None
