@@ -28,6 +28,12 @@ from shardkit.units import plural
     help="Build a classification set from ROOT/<split>/<class>/<img> or ROOT/<class>/<img>.",
 )
 @click.option("--split", help="Put every input in this split instead of the one its file name says.")
+@click.option(
+    "--image-root",
+    type=PathOrURL(exists=True, file_okay=False, path_type=str),
+    help="Resolve the inputs' relative image paths against this folder (default: the input's own folder; for COCO, "
+    "the standard layout's image folder).",
+)
 @click.option("--ignore", multiple=True, metavar="PATTERN", help="Skip index files whose name matches this glob (repeatable).")
 @click.option(
     "--records-per-shard",

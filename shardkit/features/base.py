@@ -10,7 +10,7 @@ that reads no file; a kind overrides what it does differently.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
@@ -38,6 +38,7 @@ class Loaded(Protocol):
     """One entry's files in memory (``pipeline.shard.records``): what an encoder reads."""
 
     files: dict[str, bytes]
+    lead: str | None  # the key of the record's leading picture, which masks and objects belong to
 
     def stored(self, key: str) -> tuple[ImageInfo, str]: ...  # a picture's header and the mode it is stored in
 
@@ -61,6 +62,8 @@ class FeatureSpec:
     channels: int | None = None  # images: 1, 3 or 4; None keeps the file's own (palette -> RGB)
     classes: tuple[str, ...] | None = None  # class_name: fixed list, or None to collect from the data
     png_level: int | None = None  # png: zlib level 0-9; None is 1 (fast, lossless either way)
+    masks: bool | None = None  # objects: write an instance mask per object
+    class_ids: tuple[int, ...] | None = None  # objects: each class's id where the input fixes them (COCO); else 1, 2, ...
 
     @property
     def zlib_level(self) -> int:
@@ -72,7 +75,7 @@ class FeatureSpec:
         for field in dataclasses.fields(self)[1:]:
             value = getattr(self, field.name)
             if value is not None:
-                out[field.name] = value.name if field.name == "kind" else list(value) if field.name == "classes" else value
+                out[field.name] = value.name if field.name == "kind" else list(value) if field.name in ("classes", "class_ids") else value
         return out
 
 
@@ -113,6 +116,7 @@ class FeatureKind:
     # reads like one: label, class, ...) or "never".
     label_role: ClassVar[str] = "never"
     plain_text_ok: ClassVar[bool] = False  # any non-empty word of a .txt line is a valid value
+    counts_objects: ClassVar[bool] = False  # its label counts are per object and by class, however many classes
 
     def __eq__(self, other: object) -> bool:
         return type(other) is type(self)
@@ -137,7 +141,14 @@ class FeatureKind:
             if encoding != "png":
                 raise ConfigError(f"{path}.png_level", "png_level applies to png-encoded images and to masks", source)
         classes = self.classes(raw.get("classes"), path, source)
-        return {"encoding": encoding, "quality": quality, "channels": channels, "png_level": png_level, "classes": classes}
+        options = {"encoding": encoding, "quality": quality, "channels": channels, "png_level": png_level, "classes": classes}
+        masks = self.masks(raw.get("masks"), path, source)
+        return options if masks is None else {**options, "masks": masks}
+
+    def masks(self, value: object, path: str, source: str | None) -> bool | None:
+        if value is not None:
+            raise ConfigError(f"{path}.masks", "only objects features take masks", source)
+        return None
 
     def encoding(self, value: object, path: str, source: str | None) -> str | None:
         if value is not None:
@@ -157,6 +168,18 @@ class FeatureKind:
     def extra_keys(self, spec: FeatureSpec) -> tuple[str, ...]:
         """Keys written beside the feature's own in every record."""
         return ()
+
+    def counted_keys(self, spec: FeatureSpec) -> tuple[str, ...]:
+        """The keys whose values the manifest counts (``counts_labels``)."""
+        return (spec.key,)
+
+    def with_label_map(self, spec: FeatureSpec, pairs: tuple[tuple[int, str], ...], source: str | None) -> FeatureSpec:
+        """``spec`` given the inputs' own label map, for a kind whose classes have ids of their own."""
+        return spec
+
+    def class_names(self, value: Any) -> Iterable[str]:
+        """The class names a typed value holds (``has_classes``): what an open class list collects."""
+        return (value,)
 
     def check_config(self, spec: FeatureSpec, features: tuple[FeatureSpec, ...], source: str | None) -> None:
         """What this feature needs from the rest of the config."""
@@ -200,6 +223,10 @@ class FeatureKind:
         entry: dict[str, Any] = {"key": key, "dtype": self.schema_dtype, "kind": self.name}
         entry.update(length_shape(*lengths.get(key, (1, 1))))
         return [entry]
+
+    def label_map_file(self, config: Mapping[str, Any]) -> str | None:
+        """The text of ``OUT/label_map.pbtxt`` for the feature's config entry, where it has one."""
+        return None
 
     def details(self, entry: Mapping[str, Any]) -> list[str]:
         """What ``inspect`` says of the feature beyond its dtype and shape: its encoding and the

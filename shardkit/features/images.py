@@ -8,6 +8,7 @@ already in the target format.
 
 from __future__ import annotations
 
+import hashlib
 import io
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -40,8 +41,24 @@ class PictureKind(FileKind):
             raise ConfigError(f"{path}.channels", "raw stores the file's bytes untouched, so channels cannot change", source)
         return int(value)  # type: ignore[call-overload]
 
+    def size_key(self, key: str, size: str) -> str:
+        """Where the record keeps the picture's ``height``, ``width`` or ``channels``."""
+        return f"{key}/{size}"
+
     def extra_keys(self, spec: FeatureSpec) -> tuple[str, ...]:
-        return tuple(f"{spec.key}/{suffix}" for suffix in SIZES)
+        return tuple(self.size_key(spec.key, suffix) for suffix in SIZES)
+
+    def write_beside(
+        self, spec: FeatureSpec, out: Features, data: bytes, image_format: str, height: int, width: int, channels: int
+    ) -> None:
+        """The features written beside the picture's bytes: its size."""
+        height_key, width_key, channels_key = self.extra_keys(spec)
+        out[height_key] = ("int64", [height])
+        out[width_key] = ("int64", [width])
+        out[channels_key] = ("int64", [channels])
+
+    def beside_schema(self, key: str) -> list[dict[str, Any]]:
+        return [{"key": self.size_key(key, suffix), "dtype": "int64", "kind": "int64", "shape": []} for suffix in SIZES]
 
     def check_config(self, spec: FeatureSpec, features: tuple[FeatureSpec, ...], source: str | None) -> None:
         keys = {f.key for f in features}
@@ -60,21 +77,19 @@ class PictureKind(FileKind):
 
     def encoder(self, spec: FeatureSpec, stats: RecordStats) -> Encoder:
         key, encoding, class_values = spec.key, spec.encoding or "png", self.class_values
-        height_key, width_key, channels_key = self.extra_keys(spec)
+        beside = self.write_beside
 
         def encode(value: Any, loaded: Loaded, augmented: dict[str, np.ndarray] | None, out: Features, labels: list[Any]) -> None:
             info, mode = loaded.stored(key)
             if augmented is None and image_codec.can_pass_through(info, encoding, mode):
-                data, height, width = loaded.files[key], info.height, info.width
+                data, height, width, image_format = loaded.files[key], info.height, info.width, info.format.lower()
             else:
                 array = augmented[key] if augmented is not None else loaded.array(spec)
                 data = image_codec.encode(array, encoding, spec.quality, spec.zlib_level, mask=class_values)
-                height, width = int(array.shape[0]), int(array.shape[1])
+                height, width, image_format = int(array.shape[0]), int(array.shape[1]), encoding
             channels = image_codec.channels_of(mode)
             out[key] = ("bytes", [data])
-            out[height_key] = ("int64", [height])
-            out[width_key] = ("int64", [width])
-            out[channels_key] = ("int64", [channels])
+            beside(spec, out, data, image_format, height, width, channels)
             stats.size(key, height, width, channels)
 
         return encode
@@ -89,7 +104,7 @@ class PictureKind(FileKind):
         if key in sizes:
             h0, h1, w0, w1, ch = sizes[key]
             entry.update({"height": [h0, h1], "width": [w0, w1], "channels": list(ch)})
-        return [entry, *({"key": f"{key}/{suffix}", "dtype": "int64", "kind": "int64", "shape": []} for suffix in SIZES)]
+        return [entry, *self.beside_schema(key)]
 
     def tfds_feature(self, entry: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
         channels = entry.get("channels") or []
@@ -119,7 +134,8 @@ class PictureKind(FileKind):
             size = image_headers.decoded_size(features[key][1][0])
         except ImageProblem as exc:
             raise ImageProblem(f"image {key!r} {exc}") from None
-        declared = tuple(int(features[f"{key}/{d}"][1][0]) for d in ("width", "height") if features.get(f"{key}/{d}", ("", []))[1])
+        sizes = [self.size_key(key, d) for d in ("width", "height")]
+        declared = tuple(int(features[k][1][0]) for k in sizes if features.get(k, ("", []))[1])
         if len(declared) == 2 and size != declared:
             raise ImageProblem(f"image {key!r} decodes to {size[0]}x{size[1]} but its features say {declared[0]}x{declared[1]}")
         return size
@@ -146,6 +162,39 @@ class ImageKind(PictureKind):
                 "raw keeps the original bytes, but augmented copies have new pixels: use jpeg or png",
                 source,
             )
+
+
+class EncodedImageKind(ImageKind):
+    """``encoded_image``: an image as TensorFlow's model zoos store it (the TF Object Detection API,
+    Model Garden). Its key names the bytes, ``image/encoded``; beside them, under the same prefix,
+    go ``image/format`` (``jpeg``, ``png``, ...), ``image/height``, ``image/width`` and
+    ``image/key/sha256`` (of the stored bytes, hex)."""
+
+    name: ClassVar[str] = "encoded_image"
+    BESIDE: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("format", "string"),
+        ("height", "int64"),
+        ("width", "int64"),
+        ("key/sha256", "string"),
+    )
+
+    def size_key(self, key: str, size: str) -> str:
+        return f"{key.rsplit('/', 1)[0]}/{size}" if "/" in key else f"{key}/{size}"
+
+    def extra_keys(self, spec: FeatureSpec) -> tuple[str, ...]:
+        return tuple(self.size_key(spec.key, name) for name, _ in self.BESIDE)
+
+    def write_beside(
+        self, spec: FeatureSpec, out: Features, data: bytes, image_format: str, height: int, width: int, channels: int
+    ) -> None:
+        format_key, height_key, width_key, sha_key = self.extra_keys(spec)
+        out[format_key] = ("bytes", [image_format.encode("ascii")])
+        out[height_key] = ("int64", [height])
+        out[width_key] = ("int64", [width])
+        out[sha_key] = ("bytes", [hashlib.sha256(data).hexdigest().encode("ascii")])
+
+    def beside_schema(self, key: str) -> list[dict[str, Any]]:
+        return [{"key": self.size_key(key, name), "dtype": dtype, "kind": dtype, "shape": []} for name, dtype in self.BESIDE]
 
 
 class MaskKind(PictureKind):

@@ -10,13 +10,25 @@ from typing import Any
 
 from shardkit.features.base import FeatureKind
 from shardkit.features.files import BytesKind
-from shardkit.features.images import ImageKind, MaskKind
+from shardkit.features.images import EncodedImageKind, ImageKind, MaskKind
 from shardkit.features.labels import ClassNameKind
 from shardkit.features.numbers import FloatKind, Int64Kind
+from shardkit.features.objects import ObjectsKind
 from shardkit.features.text import StringKind
 
 KINDS: dict[str, FeatureKind] = {
-    kind.name: kind for kind in (ImageKind(), MaskKind(), Int64Kind(), FloatKind(), BytesKind(), StringKind(), ClassNameKind())
+    kind.name: kind
+    for kind in (
+        ImageKind(),
+        MaskKind(),
+        Int64Kind(),
+        FloatKind(),
+        BytesKind(),
+        StringKind(),
+        ClassNameKind(),
+        EncodedImageKind(),
+        ObjectsKind(),
+    )
 }
 # A record's feature the manifest does not describe (a foreign file, an older build) is read by its wire type.
 _BY_WIRE: dict[str, FeatureKind] = {"int64": KINDS["int64"], "float": KINDS["float"], "bytes": KINDS["bytes"]}

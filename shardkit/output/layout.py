@@ -51,7 +51,16 @@ _RECORD = ".json"
 _LABELS = ".labels.txt"
 _SCRATCH = "tmp"
 # What a build writes at OUT's top (and --overwrite may delete): shards with their .idx, and the metadata.
-_BUILT = ("*-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9].tfrecord*", MANIFEST, ERRORS, DATASET_INFO, FEATURES, "*" + _LABELS)
+LABEL_MAP = "label_map.pbtxt"  # the TF Object Detection API's label map, for a build with objects
+_BUILT = (
+    "*-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9].tfrecord*",
+    MANIFEST,
+    ERRORS,
+    DATASET_INFO,
+    FEATURES,
+    LABEL_MAP,
+    "*" + _LABELS,
+)
 
 
 def shard_name(split: str, index: int, num_shards: int, compression: str | None) -> str:
@@ -67,7 +76,7 @@ def index_name(shard: str) -> str:
 
 def labels_name(key: str) -> str:
     """The class names of feature ``key``, one per line, as TFDS' ``ClassLabel`` reads them."""
-    return key + _LABELS
+    return key.replace("/", "-") + _LABELS  # a nested key (image/object) names a file, not a folder
 
 
 def is_built_name(name: str) -> bool:

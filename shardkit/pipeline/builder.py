@@ -62,6 +62,7 @@ def build(
     config: Config | str | Path | None = None,
     from_folder: str | Path | None = None,
     split: str | None = None,
+    image_root: str | Path | None = None,
     ignore: Sequence[str] = (),
     records_per_shard: int | None = None,
     workers: int | None = None,
@@ -93,14 +94,16 @@ def build(
     ``shuffle`` orders each split's entries, and the records within each shard, by hashes of
     ``seed`` and each entry's identity (False keeps the inputs' order). ``source_id`` adds a
     string feature naming each record's input (``index-file:line``, or the path under the folder).
+    ``image_root`` resolves the inputs' relative image paths instead of each input's own folder.
 
     The keywords are ``BuildOptions``' fields (a bad value is a ``UsageError``); ``build_with``
     takes them as one value.
     """
     options = BuildOptions(
-        config=config, from_folder=from_folder, split=split, ignore=ignore, records_per_shard=records_per_shard, workers=workers,
-        seed=seed, compression=compression, on_error=on_error, overwrite=overwrite, fsync=fsync, progress=progress,
-        executor=executor, num_nodes=num_nodes, node_index=node_index, index=index, shuffle=shuffle, source_id=source_id,
+        config=config, from_folder=from_folder, split=split, image_root=image_root, ignore=ignore,
+        records_per_shard=records_per_shard, workers=workers, seed=seed, compression=compression, on_error=on_error,
+        overwrite=overwrite, fsync=fsync, progress=progress, executor=executor, num_nodes=num_nodes, node_index=node_index,
+        index=index, shuffle=shuffle, source_id=source_id,
     )  # fmt: skip
     return build_with(indexes, out, options)
 
@@ -122,7 +125,7 @@ def build_with(indexes: Sequence[str | Path], out: str | Path, options: BuildOpt
             check()
         prepared = prepare(
             indexes, config=options.config, from_folder=options.from_folder, split=options.split, ignore=options.ignore,
-            source_id=options.source_id,
+            source_id=options.source_id, image_root=options.image_root,
         )  # fmt: skip
         splits, cfg, inputs = prepared.splits, prepared.config, prepared.inputs
         parameters = options.parameters()

@@ -80,6 +80,12 @@ class Config:
         )
         return dataclasses.replace(self, features=features)
 
+    def with_label_map(self, pairs: tuple[tuple[int, str], ...]) -> Config:
+        """The config with the inputs' own label map (``(id, name)`` pairs) given to the features
+        that take one (objects); a feature whose classes the config fixes refuses it."""
+        features = tuple(spec.kind.with_label_map(spec, pairs, self.source) for spec in self.features)
+        return dataclasses.replace(self, features=features)
+
     def with_source_id(self) -> Config:
         """The config plus a ``source_id`` string feature: each record's input, as its identity."""
         if any(spec.key == SOURCE_ID for spec in self.features):
@@ -111,7 +117,7 @@ class Config:
 
 
 _TOP_KEYS = ("columns", "features", "augment", "snapshot")
-_FEATURE_KEYS = ("kind", "column", "encoding", "quality", "channels", "classes", "png_level")
+_FEATURE_KEYS = ("kind", "column", "encoding", "quality", "channels", "classes", "png_level", "masks")
 _AUGMENT_KEYS = ("copies", "keep_original", "decode", "pipeline")
 
 

@@ -30,6 +30,7 @@ class BuildOptions:
     config: Config | str | Path | None = None  # None: inferred from the first entry (image [+ mask or label])
     from_folder: str | Path | None = None  # an ImageFolder tree, instead of index files
     split: str | None = None  # every input in this split, whatever its file name says
+    image_root: str | Path | None = None  # where the inputs' relative image paths resolve (default: each input's own folder)
     ignore: Sequence[str] = ()  # globs of index file names to skip
     records_per_shard: int | None = None  # input entries per shard (None: shards of about 128 MB)
     workers: int | None = None  # worker processes (None: the usable cores)

@@ -34,15 +34,17 @@ def prepare(
     only_split: str | None = None,
     ignore: Sequence[str] = (),
     source_id: bool = True,
+    image_root: str | Path | None = None,
 ) -> Prepared:
     """The rows of ``indexes`` (or of the ImageFolder tree ``from_folder``) by split, and the config.
 
     ``split`` puts every input in that split (the build's ``--split``); ``only_split`` keeps that
     split's inputs alone, named as their files say, before the config is inferred from them (the
     preview's ``--split``). ``source_id`` adds the ``source_id`` feature, refusing a config that
-    has its own (``ConfigError``).
+    has its own (``ConfigError``). ``image_root``: where relative image paths in the inputs resolve,
+    instead of each input's own folder.
     """
-    splits, inputs = rows_by_split(indexes, from_folder, split, ignore)
+    splits, inputs = rows_by_split(indexes, from_folder, split, ignore, image_root)
     if only_split is not None:
         if only_split not in splits:
             raise UsageError(f"no split {only_split!r} in the inputs (they have {', '.join(sorted(splits))})")

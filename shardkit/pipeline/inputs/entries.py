@@ -100,7 +100,7 @@ def checked_rows(
             for spec, txt_spec, seen in txt_checks if txt else checks:
                 value = typed_value(row, txt_spec if txt else spec, config.columns, None)
                 if seen is not None:
-                    seen.add(value)
+                    seen.update(spec.kind.class_names(value))
             if txt:
                 for txt_spec, column, known, seen in txt_classes:
                     name = row.values[column]

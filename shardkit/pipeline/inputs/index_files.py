@@ -18,10 +18,9 @@ from pathlib import Path
 
 from shardkit.errors import EntryError, ShardkitError
 from shardkit.pipeline.inputs import registry
-from shardkit.pipeline.inputs.formats.input_format import InputFormat, Piece, Row, file_name
+from shardkit.pipeline.inputs.formats.input_format import InputFormat, Piece, Row, file_name, split_name
 from shardkit.storage import location
 
-_SPLIT_RE = re.compile(r"[_.\-]")
 _GLOB_RE = re.compile(r"[*?[]")
 
 
@@ -53,9 +52,11 @@ class IndexFile:
         return self.format.read_rows(piece or Piece(self.path))
 
 
-def split_of(name: str) -> str:
-    """``train_3.txt`` -> ``train``; ``val.csv`` -> ``val``; ``test-0.jsonl`` -> ``test``."""
-    return _SPLIT_RE.split(name, maxsplit=1)[0]
+def split_of(path: str) -> str:
+    """The split of an index file, told by its name as its format reads it: ``train_3.txt`` ->
+    ``train``; ``instances_val2017.json`` -> ``val``."""
+    found = registry.file_format(path)
+    return found.split_name(file_name(path)) if found is not None else split_name(file_name(path))
 
 
 def discover(paths: Sequence[str | Path], ignore: Sequence[str] = (), split: str | None = None) -> list[IndexFile]:
@@ -72,7 +73,7 @@ def discover(paths: Sequence[str | Path], ignore: Sequence[str] = (), split: str
             if resolved in seen:
                 continue
             seen.add(resolved)
-            name_split = split or split_of(name)
+            name_split = split or split_of(candidate)
             if not name_split:
                 raise ShardkitError(f"{candidate}: cannot tell the split from the file name; use --split NAME")
             found.append(IndexFile(path=candidate, split=name_split))

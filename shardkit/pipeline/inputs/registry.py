@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 from shardkit.errors import ShardkitError
-from shardkit.pipeline.inputs.formats import delimited, image_folder, jsonl, txt
+from shardkit.pipeline.inputs.formats import coco, delimited, image_folder, jsonl, txt
 from shardkit.pipeline.inputs.formats.input_format import InputFormat
 
 FORMATS: tuple[InputFormat, ...] = (
@@ -20,6 +20,7 @@ FORMATS: tuple[InputFormat, ...] = (
     delimited.CSV,
     delimited.TSV,
     jsonl.JSONL,
+    coco.COCO,
     image_folder.IMAGE_FOLDER,
 )
 

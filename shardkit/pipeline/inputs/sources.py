@@ -24,8 +24,10 @@ class PlanSource:
     names: tuple[str, ...] | None = None  # the header, where the format keeps it with the source
 
     @classmethod
-    def of(cls, path: str, input_format: InputFormat) -> PlanSource:
-        return cls(path, input_format.folder_of(path), input_format)
+    def of(cls, path: str, input_format: InputFormat, image_root: str | None = None) -> PlanSource:
+        """``path`` read as ``input_format``; its relative paths resolve against ``image_root``
+        (absolute) when given, else against the folder its format says."""
+        return cls(path, image_root or input_format.folder_of(path), input_format)
 
     def to_dict(self) -> dict[str, Any]:
         return {"path": self.path, "folder": self.folder, "format": self.format.name, "names": list(self.names) if self.names else None}

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from shardkit.errors import EntryError, ShardkitError
-from shardkit.pipeline.config import Config, infer_config, load_config
+from shardkit.pipeline.config import Config, infer_config, load_config, parse_config
 from shardkit.pipeline.inputs import registry
 from shardkit.pipeline.inputs.formats.input_format import Piece, Row
 from shardkit.pipeline.inputs.index_files import IndexFile, discover
@@ -35,13 +35,18 @@ class SplitInput:
 
 
 def rows_by_split(
-    indexes: Sequence[str | Path], from_folder: str | Path | None, split: str | None, ignore: Sequence[str]
+    indexes: Sequence[str | Path],
+    from_folder: str | Path | None,
+    split: str | None,
+    ignore: Sequence[str],
+    image_root: str | Path | None = None,
 ) -> tuple[dict[str, SplitInput], dict[str, Any]]:
     """Rows grouped by split, lazily, plus a description of the inputs for the fingerprint."""
+    root = None if image_root is None else _resolved(location.local_path(os.fspath(image_root)))
     if from_folder is not None:
-        root = location.local_path(os.fspath(from_folder))  # file://ROOT too
-        layout = registry.folder_format(root)
-        parts = layout.folder_splits(root)
+        folder = location.local_path(os.fspath(from_folder))  # file://ROOT too
+        layout = registry.folder_format(folder)
+        parts = layout.folder_splits(folder)
         folders: dict[str, list[Piece]] = {}
         for name, piece in parts:
             folders.setdefault(split or name, []).append(piece)
@@ -52,27 +57,28 @@ def rows_by_split(
                     listing.update(row.identity.encode("utf-8", "surrogateescape") + b"\n")
         by_split = {
             name: SplitInput(
-                [PlanSource.of(p.path, layout) for p in pieces],
+                [PlanSource.of(p.path, layout, root) for p in pieces],
                 itertools.chain.from_iterable(layout.read_rows(p) for p in pieces),
             )
             for name, pieces in folders.items()
         }
-        return by_split, {"folder": _resolved(root), "listing_sha256": listing.hexdigest()}
+        described = {"folder": _resolved(folder), "listing_sha256": listing.hexdigest()}
+        return by_split, described if root is None else {**described, "image_root": root}
     files = discover(indexes, ignore, split)
     grouped: dict[str, list[IndexFile]] = {}
     for f in files:
         grouped.setdefault(f.split, []).append(f)
     rows = {
         name: SplitInput(
-            [PlanSource.of(f.path, f.format) for f in group],
+            [PlanSource.of(f.path, f.format, root) for f in group],
             itertools.chain.from_iterable(f.rows() for f in group),
             list(group),
         )
         for name, group in grouped.items()
     }
     # The resolved path matters as much as the content: relative image paths resolve against it.
-    inputs = {"index_files": [{"path": _resolved(f.path), "split": f.split, "sha256": _sha256(f.path)} for f in files]}
-    return rows, inputs
+    inputs: dict[str, Any] = {"index_files": [{"path": _resolved(f.path), "split": f.split, "sha256": _sha256(f.path)} for f in files]}
+    return rows, inputs if root is None else {**inputs, "image_root": root}
 
 
 def _resolved(path: str) -> str:
@@ -89,10 +95,39 @@ def _sha256(path: str) -> str:
 
 
 def resolve_config(config: Config | str | Path | None, splits: dict[str, SplitInput]) -> Config:
+    """The config given, or the inputs' format's own default, or one inferred from the first row;
+    with the label map the inputs fix (COCO categories, YOLO names), if any."""
+    resolved = _given_config(config, splits)
+    pairs = label_map(splits)
+    return resolved if pairs is None else resolved.with_label_map(pairs)
+
+
+def label_map(splits: dict[str, SplitInput]) -> tuple[tuple[int, str], ...] | None:
+    """The (id, name) pairs every input's own label map gives, merged; None if no input has one."""
+    merged: dict[int, tuple[str, str]] = {}
+    found = False
+    for split_input in splits.values():
+        for source in split_input.sources:
+            pairs = source.format.label_map(source.path)
+            if pairs is None:
+                continue
+            found = True
+            for i, name in pairs:
+                if i in merged and merged[i][0] != name:
+                    raise ShardkitError(f"{source.path}: class id {i} is {name!r} here but {merged[i][0]!r} in {merged[i][1]}")
+                merged.setdefault(i, (name, source.path))
+    return tuple((i, merged[i][0]) for i in sorted(merged)) if found else None
+
+
+def _given_config(config: Config | str | Path | None, splits: dict[str, SplitInput]) -> Config:
     if isinstance(config, Config):
         return config
     if config is not None:
         return load_config(config)
+    for split_input in splits.values():
+        default = split_input.sources[0].format.default_config() if split_input.sources else None
+        if default is not None:
+            return parse_config(default)
     for split_input in splits.values():
         # Peek at the first good row without consuming the lazy iterator for good.
         items = iter(split_input.rows)

@@ -33,14 +33,18 @@ class _Stats:
     def __init__(self, config: Config) -> None:
         self.lengths: dict[str, tuple[int, int]] = {}
         self.sizes: dict[str, tuple[int, int, int, int, tuple[int, ...]]] = {}
-        self.labels: dict[str, dict[str, int] | None] = {f.key: {} for f in config.features if f.kind.counts_labels}
+        self.labels: dict[str, dict[str, int] | None] = {
+            key: {} for f in config.features if f.kind.counts_labels for key in f.kind.counted_keys(f)
+        }
+        # Objects are counted by class however many classes there are; other labels stop at MAX_LABEL_VALUES.
+        self.uncapped = {key for f in config.features if f.kind.counts_objects for key in f.kind.counted_keys(f)}
 
     def label(self, key: str, value: str | None) -> None:
         """Count one record's ``value`` of ``key``; None: this value is not a label (a list)."""
         counts = self.labels[key]
         if counts is None:
             return
-        if value is None or (value not in counts and len(counts) == MAX_LABEL_VALUES):
+        if value is None or (value not in counts and len(counts) == MAX_LABEL_VALUES and key not in self.uncapped):
             self.labels[key] = None  # too many values, or lists: not a label
             return
         counts[value] = counts.get(value, 0) + 1
@@ -65,6 +69,7 @@ class _Loaded:
 
     def __init__(self, entry: Entry, files: list[tuple[int, FeatureSpec]], lead: str | None, fetcher: Fetcher) -> None:
         self.entry = entry
+        self.lead = lead
         self.files: dict[str, bytes] = {}
         self.paths: dict[str, str] = {}
         self.infos: dict[str, ImageInfo] = {}

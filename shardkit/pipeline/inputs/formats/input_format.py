@@ -17,11 +17,14 @@ import dataclasses
 import functools
 import json
 import os
-from collections.abc import Iterator, Sequence
+import re
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 from shardkit.errors import EntryError
 from shardkit.storage import location
+
+_SPLIT_RE = re.compile(r"[_.\-]")
 
 
 @dataclasses.dataclass(slots=True)  # not frozen: a frozen init costs 1 us a row, 10 s at 10M rows
@@ -58,6 +61,11 @@ class Row:
         if position >= len(self.values):
             raise EntryError(self.source, self.line, f"no value for column {column!r}")
         return self.values[position]
+
+
+def split_name(file_name: str) -> str:
+    """The first word of a file name: ``train_3.txt`` -> ``train``."""
+    return _SPLIT_RE.split(file_name, maxsplit=1)[0]
 
 
 @functools.lru_cache(maxsize=1024)
@@ -109,9 +117,24 @@ class InputFormat:
         """A folder this format claimed -> (split, the piece read as that split's source), in order."""
         raise NotImplementedError(f"{self.name} does not read folders")
 
+    def split_name(self, file_name: str) -> str:
+        """The split a file of this format belongs to, told by its name: ``train_3.txt`` ->
+        ``train``; ``val.csv`` -> ``val``; ``test-0.jsonl`` -> ``test``."""
+        return split_name(file_name)
+
     def folder_of(self, path: str) -> str:
         """What relative paths in the input resolve against, absolute: the folder it is in."""
         return location.dirname(location.absolute(path))
+
+    def default_config(self) -> Mapping[str, Any] | None:
+        """The config (as YAML would give it) a build of this format uses when none is given;
+        None: inferred from the first row, as for index files."""
+        return None
+
+    def label_map(self, path: str) -> tuple[tuple[int, str], ...] | None:
+        """The (id, class name) pairs the input ``path`` fixes for its objects, in id order
+        (COCO's categories, YOLO's names); None where its rows name classes by text alone."""
+        return None
 
     def cut(self, path: str, piece_bytes: int) -> list[Piece]:
         """The input as pieces of about ``piece_bytes``, for processes to plan side by side;

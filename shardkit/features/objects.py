@@ -1,0 +1,252 @@
+"""``objects``: an image's annotated objects (boxes with their classes, and where the input has
+them instance masks and keypoints), written under the keys TensorFlow's detection models read
+(the TF Object Detection API, Model Garden's ``TfExampleDecoder``).
+
+With the feature's key ``P`` (``image/object`` in the shipped configs) a record carries, one value
+per kept object in each list:
+
+- ``P/bbox/xmin``, ``ymin``, ``xmax``, ``ymax``: float, normalized to [0, 1] by the image's own
+  size, clipped to it;
+- ``P/class/label`` (int64: the dataset's own id, or 1, 2, ... in label-map order) and
+  ``P/class/text`` (the class name);
+- ``P/is_crowd`` (int64) and ``P/area`` (float, pixels: the input's own area when the pixels are
+  the input's, else the mask's or the box's);
+- ``P/difficult`` and ``P/truncated`` (int64) where the input has them (Pascal VOC);
+- ``P/mask`` with ``masks: true``: one PNG per object, the image's size, values 0 and 1;
+- ``P/keypoint/x``, ``y`` (float, normalized) and ``P/keypoint/visibility`` (int64) where the
+  objects have keypoints: the same number for every object of a record.
+
+An input format gives a row's objects as one mapping of per-object lists
+(``features.annotations.Objects.from_raw`` says which). A box that pokes past its image is kept, clipped; one that is left with no width or
+height (zero-size, or wholly outside the image) is dropped and counted in the manifest (under
+``P/dropped``), never silently. The manifest counts the kept objects of each class under ``P``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from shardkit.errors import ConfigError
+from shardkit.features.annotations import Objects, on_image
+from shardkit.features.base import BadValue, Encoder, FeatureKind, Features, FeatureSpec, Loaded, RecordStats, length_shape
+from shardkit.formats import image_codec
+from shardkit.formats.image_headers import ImageProblem
+from shardkit.units import plural
+
+# The record's keys under P, in the order the schema lists them.
+FIELDS = (
+    ("bbox/xmin", "float"),
+    ("bbox/ymin", "float"),
+    ("bbox/xmax", "float"),
+    ("bbox/ymax", "float"),
+    ("class/label", "int64"),
+    ("class/text", "bytes"),
+    ("is_crowd", "int64"),
+    ("area", "float"),
+    ("difficult", "int64"),
+    ("truncated", "int64"),
+    ("mask", "bytes"),
+    ("keypoint/x", "float"),
+    ("keypoint/y", "float"),
+    ("keypoint/visibility", "int64"),
+)
+DROPPED = "dropped"  # P/dropped in the manifest's counts: objects left with no area, by class
+
+
+def label_map_text(ids: Sequence[int], names: Sequence[str]) -> str:
+    """The TF Object Detection API's ``label_map.pbtxt`` for these classes."""
+    items = []
+    for i, name in zip(ids, names, strict=True):
+        quoted = name.replace("\\", "\\\\").replace("'", "\\'")
+        items.append(f"item {{\n  id: {i}\n  name: '{quoted}'\n}}\n")
+    return "".join(items)
+
+
+class ObjectsKind(FeatureKind):
+    """``objects``: boxes, classes, masks and keypoints of detection and instance segmentation."""
+
+    name: ClassVar[str] = "objects"
+    wire: ClassVar[str] = "float"
+    schema_dtype: ClassVar[str] = "float"
+    has_classes: ClassVar[bool] = True
+    counts_labels: ClassVar[bool] = True
+    counts_objects: ClassVar[bool] = True  # counts objects per class, not records per value, however many classes
+
+    def classes(self, value: object, path: str, source: str | None) -> tuple[str, ...] | None:
+        if value is None:
+            return None
+        if not isinstance(value, list) or not all(isinstance(c, str) and c for c in value):
+            raise ConfigError(f"{path}.classes", "expected a list of class names (ids 1, 2, ... in this order)", source)
+        if len(set(value)) != len(value):
+            raise ConfigError(f"{path}.classes", "class names repeat", source)
+        return tuple(value)
+
+    def masks(self, value: object, path: str, source: str | None) -> bool | None:
+        if value is not None and not isinstance(value, bool):
+            raise ConfigError(f"{path}.masks", f"expected true or false, got {value!r}", source)
+        return value
+
+    def check_config(self, spec: FeatureSpec, features: tuple[FeatureSpec, ...], source: str | None) -> None:
+        if not any(f.kind.leads for f in features):
+            raise ConfigError("features", "an objects feature needs an image feature to belong to", source)
+        if sum(1 for f in features if f.kind == self) > 1:
+            raise ConfigError(f"features.{spec.key}", "a record has one objects feature", source)
+        keys = {f.key for f in features}
+        for sub, _ in FIELDS:
+            if f"{spec.key}/{sub}" in keys:
+                raise ConfigError(f"features.{spec.key}/{sub}", f"clashes with the objects written under {spec.key!r}", source)
+
+    def with_label_map(self, spec: FeatureSpec, pairs: tuple[tuple[int, str], ...], source: str | None) -> FeatureSpec:
+        names, ids = tuple(name for _, name in pairs), tuple(i for i, _ in pairs)
+        if spec.classes is not None and (spec.classes, spec.class_ids) == (names, ids):
+            return spec
+        if spec.classes is not None:
+            raise ConfigError(
+                f"features.{spec.key}.classes",
+                "the inputs' own label map (COCO categories, YOLO names) fixes the classes: remove it",
+                source,
+            )
+        return dataclasses.replace(spec, classes=names, class_ids=ids)
+
+    def check_augment(self, spec: FeatureSpec, copies: int, source: str | None) -> None:
+        if copies > 0:
+            raise ConfigError("augment", "augmenting objects is not supported yet", source)
+
+    # -- a raw value from an input row ----------------------------------------------------------
+
+    def typed(self, spec: FeatureSpec, raw: Any, folder: str | None) -> Any:
+        objects = Objects.from_raw(raw)
+        if objects.label is not None and spec.class_ids is not None:
+            known = set(spec.class_ids)
+            for i, label in enumerate(objects.label.tolist()):
+                if label not in known:
+                    raise BadValue(f"{objects.ref(i)}: class id {label} is not in the label map")
+        elif spec.classes is not None:
+            known_names = set(spec.classes)
+            for i, name in enumerate(objects.text):
+                if name not in known_names:
+                    raise BadValue(
+                        f"{objects.ref(i)}: unknown class {name!r} (the label map has {plural(len(spec.classes), 'class', 'classes')})"
+                    )
+        return objects
+
+    def class_names(self, value: Any) -> Iterable[str]:
+        return value.text  # type: ignore[no-any-return]
+
+    def initial_lengths(self, spec: FeatureSpec) -> dict[str, tuple[int, int]]:
+        return {}
+
+    # -- records ---------------------------------------------------------------------------------
+
+    def encoder(self, spec: FeatureSpec, stats: RecordStats) -> Encoder:
+        prefix, want_masks = spec.key, bool(spec.masks)
+        names = spec.classes or ()
+        ids = {name: (spec.class_ids[i] if spec.class_ids else i + 1) for i, name in enumerate(names)}
+        dropped_key = f"{prefix}/{DROPPED}"
+
+        def encode(value: Any, loaded: Loaded, augmented: dict[str, Any] | None, out: Features, labels: list[Any]) -> None:
+            objects: Objects = value
+            if augmented is None:
+                info, _ = loaded.stored(loaded.lead or "")
+                width, height = info.width, info.height
+                _check_size(objects, width, height)
+                arrays = on_image(objects, width, height, want_masks)
+            else:
+                height, width = augmented[loaded.lead or ""].shape[:2]
+                arrays = augmented[prefix]
+            keep = arrays.keep
+            boxes = arrays.boxes
+            scale = np.array([width, height, width, height], dtype=np.float64)
+            normal = boxes / scale
+            values: list[tuple[str, str, Any]] = [
+                ("bbox/xmin", "float", normal[:, 0]),
+                ("bbox/ymin", "float", normal[:, 1]),
+                ("bbox/xmax", "float", normal[:, 2]),
+                ("bbox/ymax", "float", normal[:, 3]),
+            ]
+            text = [objects.text[i] for i in keep.tolist()]
+            label = objects.label[keep] if objects.label is not None else np.array([ids[t] for t in text], dtype=np.int64)
+            values.append(("class/label", "int64", label))
+            values.append(("class/text", "bytes", [t.encode("utf-8") for t in text]))
+            crowd = objects.is_crowd[keep] if objects.is_crowd is not None else np.zeros(len(keep), dtype=np.int64)
+            values.append(("is_crowd", "int64", crowd))
+            if augmented is None and objects.area is not None:
+                area = objects.area[keep]
+            elif arrays.masks is not None:
+                area = arrays.masks.reshape(len(keep), -1).sum(axis=1).astype(np.float64)
+            else:
+                area = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
+            values.append(("area", "float", area))
+            for name, attribute in (("difficult", objects.difficult), ("truncated", objects.truncated)):
+                if attribute is not None:
+                    values.append((name, "int64", attribute[keep]))
+            if want_masks:
+                masks = arrays.masks if arrays.masks is not None else np.zeros((0, height, width), np.uint8)
+                values.append(("mask", "bytes", [image_codec.encode(m, "png", 95, spec.zlib_level, mask=True) for m in masks]))
+            if arrays.keypoints is not None and arrays.keypoints.size:
+                points = arrays.keypoints
+                values.append(("keypoint/x", "float", (points[..., 0] / width).ravel()))
+                values.append(("keypoint/y", "float", (points[..., 1] / height).ravel()))
+                values.append(("keypoint/visibility", "int64", points[..., 2].astype(np.int64).ravel()))
+            for sub, wire, data in values:
+                key = f"{prefix}/{sub}"
+                out[key] = (wire, data)
+                stats.length(key, len(data))
+            labels.extend((prefix, t) for t in text)
+            if len(keep) < len(objects):
+                gone = np.ones(len(objects), dtype=bool)
+                gone[keep] = False
+                labels.extend((dropped_key, objects.text[i]) for i in np.flatnonzero(gone).tolist())
+
+        return encode
+
+    def counted_keys(self, spec: FeatureSpec) -> tuple[str, ...]:
+        """The keys whose counts the manifest keeps: kept objects by class, and dropped ones."""
+        return (spec.key, f"{spec.key}/{DROPPED}")
+
+    # -- the manifest and readers ----------------------------------------------------------------
+
+    def schema(
+        self, key: str, config: Mapping[str, Any], lengths: Mapping[str, tuple[int, int]], sizes: Mapping[str, list[Any]]
+    ) -> list[dict[str, Any]]:
+        entries = []
+        for sub, wire in FIELDS:
+            full = f"{key}/{sub}"
+            if full not in lengths and not (sub == "mask" and config.get("masks")):
+                continue
+            entry: dict[str, Any] = {"key": full, "dtype": wire, "kind": self.name, "field": sub}
+            entry.update(length_shape(*lengths.get(full, (0, 0))) if full in lengths else {"shape": None, "ragged": True})
+            if sub == "class/label":
+                entry["num_classes"] = len(config.get("classes", []))
+            if sub == "mask":
+                entry["encoding"] = "png"
+            entries.append(entry)
+        return entries
+
+    def label_map_file(self, config: Mapping[str, Any]) -> str | None:
+        names = config.get("classes") or []
+        return label_map_text(config.get("class_ids") or range(1, len(names) + 1), names)
+
+    def details(self, entry: Mapping[str, Any]) -> list[str]:
+        parts = [entry["encoding"]] if entry.get("encoding") else []
+        if "num_classes" in entry:
+            parts.append(plural(entry["num_classes"], "class", "classes"))
+        return parts
+
+    def python_value(self, entry: Mapping[str, Any], values: Any, decode_images: bool) -> Any:
+        if entry.get("dtype") == "bytes":
+            return list(values)
+        return np.asarray(values, dtype=np.float32 if entry.get("dtype") == "float" else np.int64)
+
+
+def _check_size(objects: Objects, width: int, height: int) -> None:
+    """The annotation's image size must be the image's own (EXIF orientation is not applied)."""
+    if objects.size is None or objects.size == (width, height):
+        return
+    w, h = objects.size
+    hint = " (EXIF-rotated? shardkit, like TensorFlow's decoders, keeps the stored pixel order)" if (h, w) == (width, height) else ""
+    raise ImageProblem(f"the annotation says the image is {w}x{h}, but it is {width}x{height}{hint}")

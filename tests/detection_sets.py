@@ -1,0 +1,80 @@
+"""Detection inputs written the way the real tools write them, for tests: a COCO set in the
+standard layout (``annotations/instances_val2017.json`` beside ``val2017/``), with polygons, a
+crowd RLE, keypoints, a box poking past the border and one wholly outside."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+CATEGORIES = [
+    {"supercategory": "person", "id": 1, "name": "person", "keypoints": ["nose", "left_eye", "right_eye"], "skeleton": [[1, 2], [1, 3]]},
+    {"supercategory": "vehicle", "id": 3, "name": "car"},
+    {"supercategory": "vehicle", "id": 7, "name": "train"},
+    {"supercategory": "vehicle", "id": 9, "name": "boat"},  # no instance: still in the label map
+]
+
+
+def photo(path: Path, width: int, height: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    Image.fromarray(rng.integers(0, 255, (height, width, 3), dtype=np.uint8)).save(path, quality=90)
+
+
+def write_coco(root: Path, split: str = "val2017", images: int = 6) -> Path:
+    """A COCO set under ``root``; returns its annotation file. Image ``i`` has ``i % 4`` objects:
+    a person with keypoints, a car whose box pokes 0.4 px past the right border, a crowd of
+    trains as an RLE; image 5 also has a box wholly outside the image (dropped, counted)."""
+    (root / "annotations").mkdir(parents=True, exist_ok=True)
+    (root / split).mkdir(exist_ok=True)
+    entries: list[dict[str, Any]] = []
+    annotations: list[dict[str, Any]] = []
+    next_id = 1
+    for i in range(images):
+        width, height = 64 + 8 * i, 48
+        name = f"{i:012d}.jpg"
+        photo(root / split / name, width, height, i)
+        entries.append({"license": 1, "file_name": name, "coco_url": "", "height": height, "width": width, "id": 100 + i})
+        objects: list[dict[str, Any]] = []
+        if i % 4 >= 1:
+            x, y, w, h = 5.5, 6.0, 20.25, 30.0
+            objects.append(
+                {
+                    "segmentation": [[x, y, x + w, y, x + w, y + h, x, y + h]],
+                    "area": w * h * 0.9,
+                    "iscrowd": 0,
+                    "bbox": [x, y, w, h],
+                    "category_id": 1,
+                    "num_keypoints": 2,
+                    "keypoints": [10, 12, 2, 14, 11, 1, 0, 0, 0],
+                }
+            )
+        if i % 4 >= 2:
+            x, y = 30.0, 10.0
+            w, h = width - x + 0.4, 20.0  # 0.4 px past the border: kept, clipped
+            polygon = [[x, y, width, y, width, y + h, x, y + h]]
+            objects.append({"segmentation": polygon, "area": 390.0, "iscrowd": 0, "bbox": [x, y, w, h], "category_id": 3})
+        if i % 4 == 3:
+            counts = [0, 3 * height, (width - 3) * height]  # column-major runs: the first 3 columns
+            rle = {"counts": counts, "size": [height, width]}
+            objects.append({"segmentation": rle, "area": 3.0 * height, "iscrowd": 1, "bbox": [0, 0, 3, height], "category_id": 7})
+        if i == 5:
+            outside = {"segmentation": [[200, 10, 220, 10, 220, 20]], "area": 50.0, "iscrowd": 0, "bbox": [200.0, 10.0, 20.0, 10.0]}
+            objects.append({**outside, "category_id": 3})
+        for obj in objects:
+            annotations.append({**obj, "image_id": 100 + i, "id": next_id})
+            next_id += 1
+    annotations = annotations[1::2] + annotations[0::2]  # real files do not group annotations by image
+    document = {
+        "info": {"description": "test", "version": "1.0", "year": 2017},
+        "licenses": [{"url": "", "id": 1, "name": "test"}],
+        "images": entries,
+        "annotations": annotations,
+        "categories": CATEGORIES,
+    }
+    path = root / "annotations" / f"instances_{split}.json"
+    path.write_text(json.dumps(document))
+    return path
