@@ -1,13 +1,16 @@
 """Synthetic datasets for the demo, the tests and the benchmark: real JPEG/PNG files on disk.
 
 A segmentation set (CamVid-style: photo-like JPEG + PNG class-index mask, index files split
-into ``train_*.txt`` / ``val.txt``) and an ImageFolder classification set. Images are noisy
-gradients with drawn shapes, so JPEG sizes and decode costs are like real photos.
+into ``train_*.txt`` / ``val.txt``), an ImageFolder classification set, and a COCO detection
+set (the standard layout, with a polygon per object). Images are noisy gradients with drawn
+shapes, so JPEG sizes and decode costs are like real photos.
 """
 
 from __future__ import annotations
 
 import importlib
+import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +62,67 @@ def make_segmentation(
             lines.setdefault(part, []).append(f"images/{stem}.jpg masks/{stem}.png")
     for name, rows in lines.items():
         (root / f"{name}.txt").write_text("# image mask\n" + "\n".join(rows) + "\n")
+    return root
+
+
+DETECTION_CLASSES = {1: "circle", 3: "box"}  # COCO ids need not be contiguous
+
+
+def _objects(rng: np.random.Generator, image: Image.Image) -> list[tuple[int, list[float]]]:
+    """Draw 1-5 shapes on ``image``; returns each one's class id and polygon (COCO's flat x, y list)."""
+    width, height = image.size
+    draw = ImageDraw.Draw(image)
+    shapes = []
+    for _ in range(int(rng.integers(1, 6))):
+        w, h = int(rng.integers(width // 10, width // 3)), int(rng.integers(height // 10, height // 3))
+        x0, y0 = int(rng.integers(0, width - w)), int(rng.integers(0, height - h))
+        color = tuple(int(c) for c in rng.integers(0, 256, size=3))
+        if rng.random() < 0.5:
+            cx, cy = x0 + w / 2, y0 + h / 2
+            polygon = [v for t in range(24) for v in (cx + w / 2 * math.cos(t * math.pi / 12), cy + h / 2 * math.sin(t * math.pi / 12))]
+            draw.polygon(polygon, fill=color)
+            shapes.append((1, [round(v, 2) for v in polygon]))
+        else:
+            draw.rectangle((x0, y0, x0 + w, y0 + h), fill=color)
+            shapes.append((3, [x0, y0, x0 + w, y0, x0 + w, y0 + h, x0, y0 + h]))
+    return shapes
+
+
+def make_detection(root: str | Path, train: int = 160, val: int = 40, width: int = 320, height: int = 240, seed: int = 0) -> Path:
+    """Write a COCO set under ``root``: ``annotations/instances_{train,val}2017.json`` beside
+    ``train2017/`` and ``val2017/``, each image with 1-5 shapes annotated as polygons."""
+    root = Path(root)
+    (root / "annotations").mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    next_id = 1
+    for split, count in (("train2017", train), ("val2017", val)):
+        (root / split).mkdir(exist_ok=True)
+        images, annotations = [], []
+        for i in range(count):
+            image, _ = _scene(rng, width, height)
+            image_id = 1000 * (split == "val2017") + i + 1
+            for category, polygon in _objects(rng, image):
+                xs, ys = polygon[0::2], polygon[1::2]
+                x, y, w, h = min(xs), min(ys), max(xs) - min(xs), max(ys) - min(ys)
+                area = 0.5 * abs(sum(xs[k] * ys[k - 1] - xs[k - 1] * ys[k] for k in range(len(xs))))
+                box = [round(v, 2) for v in (x, y, w, h)]
+                annotations.append(
+                    {"id": next_id, "image_id": image_id, "category_id": category, "segmentation": [polygon], "area": round(area, 2),
+                     "bbox": box, "iscrowd": 0}
+                )  # fmt: skip
+                next_id += 1
+            name = f"{image_id:012d}.jpg"
+            image.save(root / split / name, quality=90)
+            images.append({"id": image_id, "file_name": name, "width": width, "height": height})
+        categories = [{"id": i, "name": name, "supercategory": "shape"} for i, name in DETECTION_CLASSES.items()]
+        document = {
+            "info": {"description": "shardkit demo"},
+            "licenses": [],
+            "images": images,
+            "annotations": annotations,
+            "categories": categories,
+        }
+        (root / "annotations" / f"instances_{split}.json").write_text(json.dumps(document))
     return root
 
 

@@ -29,7 +29,7 @@ PUBLIC = {
     "shardkit.executors": ["DaskExecutor", "PoolExecutor", "InlineExecutor", "Executor", "default_workers"],
     "shardkit.tfdata": ["load", "feature_spec", "read_manifest", "shard_files"],
     "shardkit.reader": ["ShardReader"],
-    "shardkit.demo": ["make_segmentation", "make_classification"],
+    "shardkit.demo": ["make_segmentation", "make_classification", "make_detection"],
 }  # fmt: skip
 
 # Who may import whom: a layer imports itself and the layers below it, never one beside or above.

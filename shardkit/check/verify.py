@@ -248,7 +248,7 @@ class _DeepChecker:
             if key not in features:
                 raise _Bad(f"feature {key!r} is missing")
             dtype, values = features[key]
-            wire = of_entry(spec, spec["dtype"]).wire  # text is a bytes list
+            wire = of_entry(spec, spec["dtype"]).wire_of(spec)  # text is a bytes list
             if dtype != wire and values:
                 raise _Bad(f"feature {key!r} is {dtype}, the schema says {spec['dtype']}")
             shape = spec.get("shape")

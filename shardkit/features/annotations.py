@@ -46,10 +46,11 @@ class Objects:
         """A row's ``objects`` value: a mapping with ``bbox`` (``[[xmin, ymin, xmax, ymax], ...]``)
         and ``text`` (class names), optionally ``units`` (``pixels``, the default, or
         ``normalized``), ``size`` ([width, height] the annotation states), and the per-object
-        lists in ``OPTIONAL``; raises ``BadValue``."""
+        lists in ``OPTIONAL``, with ``points``, the number of keypoints of every object of the
+        dataset, where ``keypoints`` may be empty (an image without objects); raises ``BadValue``."""
         if not isinstance(raw, Mapping):
             raise BadValue(f"expected the objects of an image, got {type(raw).__name__}")
-        unknown = set(raw) - {"bbox", "text", "units", "size", *OPTIONAL}
+        unknown = set(raw) - {"bbox", "text", "units", "size", "points", *OPTIONAL}
         if unknown:
             raise BadValue(f"unknown object fields: {', '.join(sorted(unknown))}")
         text = raw.get("text")
@@ -72,13 +73,15 @@ class Objects:
         if segmentation is not None and (not isinstance(segmentation, list) or len(segmentation) != n):
             raise BadValue(f"segmentation: expected one for each of the {n} objects")
         keypoints = raw.get("keypoints")
-        if keypoints is not None and n == 0:
-            keypoints = None  # no objects: no keypoints to count
         if keypoints is not None:
             if not isinstance(keypoints, list) or len(keypoints) != n:
                 raise BadValue(f"keypoints: expected one list for each of the {n} objects")
-            k = len(keypoints[0]) // 3 if isinstance(keypoints[0], list) else -1
-            keypoints = _numbers(keypoints, "keypoints", n, (k * 3,), np.float64).reshape(n, k, 3)
+            points = raw.get("points")
+            if points is None:
+                points = len(keypoints[0]) // 3 if n and isinstance(keypoints[0], list) else 0
+            if isinstance(points, bool) or not isinstance(points, int) or points < 0:
+                raise BadValue(f"points: expected the number of keypoints an object has, got {points!r}")
+            keypoints = _numbers(keypoints, "keypoints", n, (points * 3,), np.float64).reshape(n, points, 3)
         label = raw.get("label")
         found = cls(
             boxes=boxes,

@@ -165,6 +165,10 @@ class FeatureKind:
             raise ConfigError(f"{path}.classes", "only class_name features take a classes list", source)
         return None
 
+    def wire_of(self, entry: Mapping[str, Any]) -> str:
+        """The Example list type of the schema entry ``entry``'s values."""
+        return self.wire
+
     def extra_keys(self, spec: FeatureSpec) -> tuple[str, ...]:
         """Keys written beside the feature's own in every record."""
         return ()

@@ -187,7 +187,7 @@ class ObjectsKind(FeatureKind):
             if want_masks:
                 masks = arrays.masks if arrays.masks is not None else np.zeros((0, height, width), np.uint8)
                 values.append(("mask", "bytes", [image_codec.encode(m, "png", 95, spec.zlib_level, mask=True) for m in masks]))
-            if arrays.keypoints is not None and arrays.keypoints.size:
+            if arrays.keypoints is not None:  # also for no objects: the keys are in every record of a set with keypoints
                 points = arrays.keypoints
                 values.append(("keypoint/x", "float", (points[..., 0] / width).ravel()))
                 values.append(("keypoint/y", "float", (points[..., 1] / height).ravel()))
@@ -236,6 +236,9 @@ class ObjectsKind(FeatureKind):
         if "num_classes" in entry:
             parts.append(plural(entry["num_classes"], "class", "classes"))
         return parts
+
+    def wire_of(self, entry: Mapping[str, Any]) -> str:
+        return str(entry["dtype"])  # each of its keys has its own: float boxes, int64 classes, bytes texts and masks
 
     def python_value(self, entry: Mapping[str, Any], values: Any, decode_images: bool) -> Any:
         if entry.get("dtype") == "bytes":

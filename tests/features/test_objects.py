@@ -96,7 +96,7 @@ def test_keypoints_have_the_same_count_for_every_object(coco: Path, built: Path)
     visibility = list(feature["image/object/keypoint/visibility"].int64_list.value)
     assert visibility == [2, 1, 0] + [0, 0, 0] * 2
     np.testing.assert_allclose(_floats(feature, "image/object/keypoint/x")[:2], [10 / 88, 14 / 88], rtol=1e-6)
-    assert "image/object/keypoint/x" not in records["000000000000.jpg"]  # no objects, no keypoints
+    assert records["000000000000.jpg"]["image/object/keypoint/x"].float_list.value == []  # no objects: the keys, empty
 
 
 def test_label_map_and_counts(built: Path) -> None:
@@ -108,6 +108,11 @@ def test_label_map_and_counts(built: Path) -> None:
     counts = manifest["splits"]["val"]["labels"]
     assert counts["image/object"] == {"person": 4, "car": 2, "train": 1}
     assert counts["image/object/dropped"] == {"car": 1}  # the box wholly outside image 5, counted, never silent
+
+
+def test_verify_deep_passes(built: Path) -> None:
+    report = shardkit.verify([str(built)], deep=True)
+    assert report.ok, report
 
 
 def test_workers_give_the_same_bytes(coco: Path, built: Path, tmp_path: Path) -> None:
@@ -123,3 +128,18 @@ def test_a_size_that_disagrees_with_the_image_is_one_line(coco: Path, tmp_path: 
     bad.write_text(json.dumps(document))
     with pytest.raises(shardkit.errors.ShardkitError, match=r"the annotation says the image is 48x80, but it is 80x48 \(EXIF-rotated"):
         shardkit.build([bad], tmp_path / "out", workers=1, image_root=coco.parent.parent / "val2017")
+
+
+def test_the_demo_detection_set_builds_with_the_masks_pycocotools_draws(tmp_path: Path) -> None:
+    root = shardkit.demo.make_detection(tmp_path / "coco", train=4, val=2)
+    shardkit.build([root / "annotations"], tmp_path / "out", config=REPO / "configs" / "coco-instance-masks.yaml", workers=1)
+    document = json.loads((root / "annotations" / "instances_val2017.json").read_text())
+    records = _records(tmp_path / "out")
+    for image in document["images"]:
+        anns = [a for a in document["annotations"] if a["image_id"] == image["id"]]
+        pngs = records[image["file_name"]]["image/object/mask"].bytes_list.value
+        areas = [int(tf.io.decode_png(png).numpy().sum()) for png in pngs]
+        drawn = [
+            int(coco_mask.area(coco_mask.merge(coco_mask.frPyObjects(a["segmentation"], image["height"], image["width"])))) for a in anns
+        ]
+        assert areas == drawn and len(areas) >= 1

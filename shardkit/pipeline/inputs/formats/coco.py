@@ -100,8 +100,9 @@ def objects(image: dict[str, Any], anns: list[dict[str, Any]], categories: dict[
     }
     if any("segmentation" in a for a in anns):
         out["segmentation"] = [a.get("segmentation") for a in anns]
-    if points:
+    if points:  # also for an image without objects: every record of the set has the keypoint keys
         out["keypoints"] = [_padded(a.get("keypoints") or [], points) for a in anns]
+        out["points"] = points
     return out
 
 
