@@ -155,6 +155,8 @@ def build(
     reused = f", {result.shards_reused} kept from an earlier run" if result.shards_reused else ""
     rate = f" ({result.records_per_second:.0f} records/s)" if result.records_built else ""
     click.echo(f"built {plural(result.shards_built, 'shard')}{reused} in {result.seconds:.1f}s{rate}: {splits}")
+    for note in result.notes:
+        click.echo(note, err=True)
     if result.skipped:
         click.echo(f"skipped {plural(result.skipped, 'bad entry', 'bad entries')}: see {result.out_dir}/{layout.ERRORS}", err=True)
     click.echo(f"manifest: {result.out_dir}/{layout.MANIFEST}")

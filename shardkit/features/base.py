@@ -228,6 +228,11 @@ class FeatureKind:
         entry.update(length_shape(*lengths.get(key, (1, 1))))
         return [entry]
 
+    def notes(self, key: str, manifest: Any) -> list[str]:
+        """Lines for the build's summary about this feature in the finished ``manifest``
+        (``output.manifest.Manifest``): what was left out of the records and why."""
+        return []
+
     def label_map_file(self, config: Mapping[str, Any]) -> str | None:
         """The text of ``OUT/label_map.pbtxt`` for the feature's config entry, where it has one."""
         return None

@@ -227,6 +227,13 @@ class ObjectsKind(FeatureKind):
             entries.append(entry)
         return entries
 
+    def notes(self, key: str, manifest: Any) -> list[str]:
+        dropped = f"{key}/{DROPPED}"
+        count = sum(sum((split.labels or {}).get(dropped, {}).values()) for split in manifest.splits.values())
+        if not count:
+            return []
+        return [f"dropped {plural(count, 'object')} left with no area inside its image: counted by class under {dropped} in the manifest"]
+
     def label_map_file(self, config: Mapping[str, Any]) -> str | None:
         names = config.get("classes") or []
         return label_map_text(config.get("class_ids") or range(1, len(names) + 1), names)

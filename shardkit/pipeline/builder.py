@@ -20,6 +20,7 @@ from typing import Any
 
 from shardkit import interrupts
 from shardkit.errors import StateError, WriteError
+from shardkit.features.registry import kind_named
 from shardkit.output import layout
 from shardkit.output.build_state import BuildState, create_state_once, difference, write_state
 from shardkit.output.manifest import Manifest
@@ -48,6 +49,17 @@ class BuildResult:
     skipped: int
     seconds: float
     shards_missing: int = 0  # other nodes' shards not committed yet
+
+    @property
+    def notes(self) -> list[str]:
+        """What the features' kinds say of the finished build beyond its counts (objects dropped)."""
+        if self.manifest is None:
+            return []
+        return [
+            note
+            for key, entry in self.manifest.config.get("features", {}).items()
+            for note in kind_named(entry["kind"]).notes(key, self.manifest)
+        ]
 
     @property
     def records_per_second(self) -> float:

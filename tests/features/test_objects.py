@@ -9,9 +9,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 from pycocotools import mask as coco_mask
 
 import shardkit
+from shardkit.cli import main
 from tests.detection_sets import CATEGORIES, write_coco
 from tests.paths import REPO
 
@@ -143,3 +145,12 @@ def test_the_demo_detection_set_builds_with_the_masks_pycocotools_draws(tmp_path
             int(coco_mask.area(coco_mask.merge(coco_mask.frPyObjects(a["segmentation"], image["height"], image["width"])))) for a in anns
         ]
         assert areas == drawn and len(areas) >= 1
+
+
+def test_the_summary_says_how_many_objects_were_dropped(coco: Path, tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["build", str(coco), "-o", str(tmp_path / "out"), "-w", "1"])
+    assert result.exit_code == 0, result.output
+    assert (
+        "dropped 1 object left with no area inside its image: counted by class under image/object/dropped in the manifest\n"
+        in result.output
+    )
