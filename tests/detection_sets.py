@@ -1,6 +1,7 @@
 """Detection inputs written the way the real tools write them, for tests: a COCO set in the
 standard layout (``annotations/instances_val2017.json`` beside ``val2017/``), with polygons, a
-crowd RLE, keypoints, a box poking past the border and one wholly outside."""
+crowd RLE, keypoints, a box poking past the border and one wholly outside; optionally the boxes
+on and around the borders that converters treat differently."""
 
 from __future__ import annotations
 
@@ -19,15 +20,44 @@ CATEGORIES = [
 ]
 
 
+def _box(category: int, x: float, y: float, w: float, h: float, area: float, parts: int = 1) -> dict[str, Any]:
+    """A non-crowd object whose polygon is its box, cut into ``parts`` side-by-side pieces."""
+    step = w / parts
+    polygons = [[x + k * step, y, x + (k + 1) * step, y, x + (k + 1) * step, y + h, x + k * step, y + h] for k in range(parts)]
+    return {"segmentation": polygons, "area": area, "iscrowd": 0, "bbox": [x, y, w, h], "category_id": category}
+
+
+def _edge_boxes(width: int, height: int) -> list[dict[str, Any]]:
+    return [
+        _box(1, -0.3, 4.0, 10.3, 20.0, 190.5, parts=2),  # starts 0.3 px before the left border
+        _box(3, width - 20.0, 2.0, 20.0, 12.0, 230.25),  # ends exactly on the right border
+        _box(7, 12.0, height - 20.0, 16.0, 20.4, 310.0),  # 0.4 px past the bottom border
+        _box(3, 40.0, 30.0, 0.0, 5.0, 1.5),  # zero width: dropped
+    ]
+
+
+def _past_the_border_only(width: int, height: int) -> list[dict[str, Any]]:
+    return [_box(3, width - 10.0, 8.0, 10.4, 10.0, 101.0)]
+
+
+EDGES = (_edge_boxes, _past_the_border_only)  # the objects of each image ``write_coco(edges=True)`` adds
+
+
 def photo(path: Path, width: int, height: int, seed: int) -> None:
     rng = np.random.default_rng(seed)
     Image.fromarray(rng.integers(0, 255, (height, width, 3), dtype=np.uint8)).save(path, quality=90)
 
 
-def write_coco(root: Path, split: str = "val2017", images: int = 6) -> Path:
+def write_coco(root: Path, split: str = "val2017", images: int = 6, edges: bool = False) -> Path:
     """A COCO set under ``root``; returns its annotation file. Image ``i`` has ``i % 4`` objects:
     a person with keypoints, a car whose box pokes 0.4 px past the right border, a crowd of
-    trains as an RLE; image 5 also has a box wholly outside the image (dropped, counted)."""
+    trains as an RLE; image 5 also has a box wholly outside the image (dropped, counted).
+
+    With ``edges``, two more images hold the boxes converters disagree on (``EDGES``): one
+    starting 0.3 px before the left border (its polygon in two parts), one ending exactly on the
+    right border, one 0.4 px past the bottom, one of zero width; and an image whose only box is
+    past the right border. No two annotations of an image share an area, so a test can tell
+    which annotation a written object is by its area."""
     (root / "annotations").mkdir(parents=True, exist_ok=True)
     (root / split).mkdir(exist_ok=True)
     entries: list[dict[str, Any]] = []
@@ -67,6 +97,15 @@ def write_coco(root: Path, split: str = "val2017", images: int = 6) -> Path:
         for obj in objects:
             annotations.append({**obj, "image_id": 100 + i, "id": next_id})
             next_id += 1
+    if edges:
+        for i, edge_objects in enumerate(EDGES, start=images):
+            width, height = 64 + 8 * i, 48
+            name = f"{i:012d}.jpg"
+            photo(root / split / name, width, height, i)
+            entries.append({"license": 1, "file_name": name, "coco_url": "", "height": height, "width": width, "id": 100 + i})
+            for obj in edge_objects(width, height):
+                annotations.append({**obj, "image_id": 100 + i, "id": next_id})
+                next_id += 1
     annotations = annotations[1::2] + annotations[0::2]  # real files do not group annotations by image
     document = {
         "info": {"description": "test", "version": "1.0", "year": 2017},
