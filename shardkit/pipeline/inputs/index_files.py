@@ -1,5 +1,6 @@
 """Index files: which exist (files, folders, glob patterns, local or URLs) and which split each
-belongs to, told by its name (``train_3.txt`` -> ``train``).
+belongs to, told by its name (``train_3.txt`` -> ``train``), or by the input itself where it
+names its splits (a Pascal VOC folder, a YOLO ``data.yaml``: one ``IndexFile`` per split).
 
 No row is read here: each file's format (from ``inputs.registry``) reads it. Index files, their
 folders and globs may be URLs (``s3://``, ``gs://``): they are listed through ``storage.location``;
@@ -28,6 +29,10 @@ _GLOB_RE = re.compile(r"[*?[]")
 class IndexFile:
     path: str  # a local path or a URL, as found: what messages and each row's source name
     split: str
+    # One split of an input that names its splits (``InputFormat.folder_splits``, ``file_splits``):
+    # the format that named them and the piece read as this split's source, never cut.
+    layout: InputFormat | None = None
+    piece: Piece | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "path", os.fspath(self.path))  # a pathlib.Path is taken too
@@ -38,6 +43,8 @@ class IndexFile:
 
     @functools.cached_property
     def format(self) -> InputFormat:
+        if self.layout is not None:
+            return self.layout
         found = registry.file_format(self.path)
         if found is None:
             raise ShardkitError(_unknown(self.path, os.path.splitext(self.path)[1]))
@@ -45,11 +52,11 @@ class IndexFile:
 
     def pieces(self, piece_bytes: int) -> list[Piece]:
         """The file as pieces of about ``piece_bytes`` for processes to plan side by side, where its format cuts."""
-        return self.format.cut(self.path, piece_bytes)
+        return [self.piece] if self.piece is not None else self.format.cut(self.path, piece_bytes)
 
     def rows(self, piece: Piece | None = None) -> Iterator[Row | EntryError]:
         """The data rows of the file, or of one of its ``pieces``, as its format reads them."""
-        return self.format.read_rows(piece or Piece(self.path))
+        return self.format.read_rows(piece or self.piece or Piece(self.path))
 
 
 def split_of(path: str) -> str:
@@ -63,22 +70,40 @@ def discover(paths: Sequence[str | Path], ignore: Sequence[str] = (), split: str
     """Expand files, folders and glob patterns (local or URLs) into index files (sorted within each
     folder or pattern), minus ignored names."""
     found: list[IndexFile] = []
-    seen: set[str] = set()
+    seen: set[tuple[str, str]] = set()
     for given in paths:
-        for candidate in _candidates(os.fspath(given)):
-            name = file_name(candidate)
-            if any(fnmatch.fnmatch(name, pattern) for pattern in ignore):
+        for index in _inputs(os.fspath(given)):
+            if any(fnmatch.fnmatch(index.name, pattern) for pattern in ignore):
                 continue
-            resolved = candidate if location.is_url(candidate) else str(Path(candidate).resolve())
-            if resolved in seen:
+            resolved = index.path if location.is_url(index.path) else str(Path(index.path).resolve())
+            if (resolved, index.split) in seen:
                 continue
-            seen.add(resolved)
-            name_split = split or split_of(candidate)
+            seen.add((resolved, index.split))
+            name_split = split or index.split or split_of(index.path)
             if not name_split:
-                raise ShardkitError(f"{candidate}: cannot tell the split from the file name; use --split NAME")
-            found.append(IndexFile(path=candidate, split=name_split))
+                raise ShardkitError(f"{index.path}: cannot tell the split from the file name; use --split NAME")
+            found.append(dataclasses.replace(index, split=name_split))
     if not found:
         raise ShardkitError("no index files left to build (check the paths and --ignore patterns)")
+    return found
+
+
+def _inputs(given: str) -> list[IndexFile]:
+    """What one argument names, each as one split's input: a local folder with a layout of its
+    own (Pascal VOC, a YOLO dataset) as its splits; else its index files, those that name their
+    splits (YOLO's ``data.yaml``) as one per split, the others with the split left to their name."""
+    folder = location.local_path(given)
+    layout = registry.layout_format(folder) if not location.is_url(given) and os.path.isdir(folder) else None
+    if layout is not None:
+        return [IndexFile(piece.path, name, layout, piece) for name, piece in layout.folder_splits(folder)]
+    found = []
+    for candidate in _candidates(given):
+        own = registry.file_format(candidate)
+        named = own.file_splits(candidate) if own is not None else None
+        if named is None:
+            found.append(IndexFile(candidate, ""))
+        else:
+            found += [IndexFile(piece.path, name, own, piece) for name, piece in named]
     return found
 
 

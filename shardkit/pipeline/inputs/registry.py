@@ -2,9 +2,10 @@
 looked up (as Hugging Face ``datasets`` maps extensions to its packaged modules).
 
 A new format is a module in ``inputs/formats/`` and a line in ``FORMATS``. Order matters where
-claims overlap: a file goes to the format that claims its suffix, else to the first that claims
-its content; a folder goes to the first format that claims its layout (ImageFolder takes any
-folder, so it stays last).
+claims overlap: a file goes to the first format that takes its suffix by content
+(``claims_ahead``: the OD API's CSV among ``.csv`` index files), else to the format that claims
+its suffix, else to the first that claims its content; a folder goes to the first format that
+claims its layout (ImageFolder takes any folder, so it stays last).
 """
 
 from __future__ import annotations
@@ -39,9 +40,13 @@ def suffixes() -> tuple[str, ...]:
 
 
 def file_format(path: str) -> InputFormat | None:
-    """The format that reads the file ``path`` (a local path or a URL): the one claiming its
-    suffix, else the first that knows it by content; None if no format reads it."""
+    """The format that reads the file ``path`` (a local path or a URL): the first that takes its
+    suffix by content, else the one claiming its suffix, else the first that knows it by content;
+    None if no format reads it."""
     suffix = os.path.splitext(path)[1].lower()
+    for found in FORMATS:
+        if suffix in found.claims_ahead and found.claims(path):
+            return found
     for found in FORMATS:
         if suffix in found.suffixes:
             return found
@@ -49,8 +54,15 @@ def file_format(path: str) -> InputFormat | None:
 
 
 def folder_format(root: str) -> InputFormat:
-    """The format whose layout the folder ``root`` has."""
+    """The format whose layout the folder ``root`` (``--from-folder``) has."""
     found = next((f for f in FORMATS if f.claims_folder(root)), None)
     if found is None:
         raise ShardkitError(f"{root}: no input format knows this folder's layout")
     return found
+
+
+def layout_format(root: str) -> InputFormat | None:
+    """The format whose layout of its own the folder ``root``, given as an input, has (a Pascal
+    VOC folder, a YOLO dataset); None for a folder of index files. A layout any folder has
+    (ImageFolder) is not asked: it is read where ``--from-folder`` names it."""
+    return next((f for f in FORMATS if not f.any_folder and f.claims_folder(root)), None)

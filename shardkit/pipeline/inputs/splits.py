@@ -19,7 +19,7 @@ from typing import Any
 from shardkit.errors import EntryError, ShardkitError
 from shardkit.pipeline.config import Config, infer_config, load_config, parse_config
 from shardkit.pipeline.inputs import registry
-from shardkit.pipeline.inputs.formats.input_format import Piece, Row
+from shardkit.pipeline.inputs.formats.input_format import InputFormat, Piece, Row
 from shardkit.pipeline.inputs.index_files import IndexFile, discover
 from shardkit.pipeline.inputs.sources import PlanSource
 from shardkit.storage import location
@@ -50,19 +50,14 @@ def rows_by_split(
         folders: dict[str, list[Piece]] = {}
         for name, piece in parts:
             folders.setdefault(split or name, []).append(piece)
-        listing = hashlib.sha256()
-        for _, piece in parts:  # a first walk, for the fingerprint: nothing is kept
-            for row in layout.read_rows(piece):
-                if isinstance(row, Row):
-                    listing.update(row.identity.encode("utf-8", "surrogateescape") + b"\n")
         by_split = {
             name: SplitInput(
-                [PlanSource.of(p.path, layout, root) for p in pieces],
+                _sources([PlanSource.of(p.path, layout, root) for p in pieces]),
                 itertools.chain.from_iterable(layout.read_rows(p) for p in pieces),
             )
             for name, pieces in folders.items()
         }
-        described = {"folder": _resolved(folder), "listing_sha256": listing.hexdigest()}
+        described = {"folder": _resolved(folder), "listing_sha256": _listing(layout, [p for _, p in parts])}
         return by_split, described if root is None else {**described, "image_root": root}
     files = discover(indexes, ignore, split)
     grouped: dict[str, list[IndexFile]] = {}
@@ -70,15 +65,39 @@ def rows_by_split(
         grouped.setdefault(f.split, []).append(f)
     rows = {
         name: SplitInput(
-            [PlanSource.of(f.path, f.format, root) for f in group],
+            _sources([PlanSource.of(f.path, f.format, root) for f in group]),
             itertools.chain.from_iterable(f.rows() for f in group),
             list(group),
         )
         for name, group in grouped.items()
     }
-    # The resolved path matters as much as the content: relative image paths resolve against it.
-    inputs: dict[str, Any] = {"index_files": [{"path": _resolved(f.path), "split": f.split, "sha256": _sha256(f.path)} for f in files]}
+    inputs: dict[str, Any] = {"index_files": [_described(f) for f in files]}
     return rows, inputs if root is None else {**inputs, "image_root": root}
+
+
+def _described(index: IndexFile) -> dict[str, Any]:
+    """An index file in the fingerprint: its resolved path (relative image paths resolve against
+    it) and its content; one split of an input naming its splits, by the rows it gives."""
+    if index.piece is None:
+        return {"path": _resolved(index.path), "split": index.split, "sha256": _sha256(index.path)}
+    return {"path": _resolved(index.path), "split": index.split, "listing_sha256": _listing(index.format, [index.piece])}
+
+
+def _listing(layout: InputFormat, pieces: Sequence[Piece]) -> str:
+    """A first walk over rows no one file's hash covers, for the fingerprint: nothing is kept.
+    A bad row counts too, so that mending it changes the build."""
+    listing = hashlib.sha256()
+    for piece in pieces:
+        for row in layout.read_rows(piece):
+            text = layout.described(row) if isinstance(row, Row) else f"error {row}"
+            listing.update(text.encode("utf-8", "surrogateescape") + b"\n")
+    return listing.hexdigest()
+
+
+def _sources(sources: list[PlanSource]) -> list[PlanSource]:
+    """A split's sources, each once: the splits of one ``data.yaml`` put in one split by
+    ``--split`` are one source, as their rows name it."""
+    return list(dict.fromkeys(sources))
 
 
 def _resolved(path: str) -> str:

@@ -44,6 +44,10 @@ class DetectionFormat(InputFormat):
     def plan_payload(self, row: Row) -> str:
         return json.dumps([*row.values, row.key], separators=(",", ":"))
 
+    def described(self, row: Row) -> str:
+        # The objects too: they live in annotation files (VOC's XML, YOLO's labels) no hash covers.
+        return self.plan_payload(row)
+
     def plan_row(self, source: str, names: tuple[str, ...] | None, line: int, payload: str) -> Row:
         values = json.loads(payload)
         return Row(source, line, tuple(values[:4]), COLUMNS, values[4])

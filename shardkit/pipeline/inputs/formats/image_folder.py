@@ -14,6 +14,7 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 from shardkit.errors import ShardkitError
 from shardkit.formats.image_headers import IMAGE_SUFFIXES
@@ -26,6 +27,8 @@ _NO_CLASSES = "no class folders (expected ROOT/<class>/<image> or ROOT/<split>/<
 
 @dataclasses.dataclass(frozen=True)
 class ImageFolder(InputFormat):
+    any_folder: ClassVar[bool] = True
+
     def claims_folder(self, root: str) -> bool:
         return True  # any folder: the layout of last resort, so the registry asks it last
 

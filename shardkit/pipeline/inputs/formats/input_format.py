@@ -1,11 +1,12 @@
 """``InputFormat``, what every input format answers, and the values it deals in: ``Row``, ``Piece``.
 
 A format is one value in ``pipeline.inputs.registry``'s table. It says which inputs it reads
-(files by suffix, or by content; folders by layout), cuts a file into pieces that processes plan
-side by side, reads the rows of a whole input or of a piece, and writes a row into a plan line
-and reads it back in the worker. The pipeline asks it once per input or piece, never per row:
-rows come out of the format's own loop, and a plan's payload functions are looked up once per
-source.
+(files by suffix, or by content; folders by layout) and, for an input that names its own splits
+(a Pascal VOC folder, a YOLO ``data.yaml``), which piece is which split; it cuts a file into
+pieces that processes plan side by side, reads the rows of a whole input or of a piece, and
+writes a row into a plan line and reads it back in the worker. The pipeline asks it once per
+input or piece, never per row: rows come out of the format's own loop, and a plan's payload
+functions are looked up once per source.
 
 A format is a frozen dataclass, so a copy that crossed a process boundary (a pool, Dask) equals
 the registered one.
@@ -102,20 +103,34 @@ class InputFormat:
     # The plan keeps the source's column names (a header) once, beside the split's sources,
     # rather than in every line: the planner records the names of a source's first row.
     keeps_names: ClassVar[bool] = False
+    # Suffixes of files this format may take by content ahead of the format claiming the suffix
+    # (the OD API's CSV among ``.csv`` index files): ``claims`` is asked first for these alone,
+    # so every other file costs it nothing.
+    claims_ahead: ClassVar[tuple[str, ...]] = ()
+    # A layout any folder has (ImageFolder): read only where ``--from-folder`` names the folder;
+    # a folder given as an input is a folder of index files unless a layout of its own claims it.
+    any_folder: ClassVar[bool] = False
 
     def claims(self, path: str) -> bool:
         """Whether this format reads the file ``path``, told by its content (a COCO JSON among
-        other ``.json`` files); asked only when no format claims the file's suffix. ``path`` may
-        name no file at all (a pattern, a folder, an output): then it is not this format's."""
+        other ``.json`` files); asked only when no format claims the file's suffix, or first
+        for the suffixes in ``claims_ahead``. ``path`` may name no file at all (a pattern, a
+        folder, an output): then it is not this format's."""
         return False
 
     def claims_folder(self, root: str) -> bool:
-        """Whether ``root`` (a ``--from-folder`` ROOT) has this format's layout."""
+        """Whether the folder ``root`` (an input, or a ``--from-folder`` ROOT) has this format's layout."""
         return False
 
     def folder_splits(self, root: str) -> list[tuple[str, Piece]]:
         """A folder this format claimed -> (split, the piece read as that split's source), in order."""
         raise NotImplementedError(f"{self.name} does not read folders")
+
+    def file_splits(self, path: str) -> list[tuple[str, Piece]] | None:
+        """A file of this format that names its own splits (YOLO's ``data.yaml``) -> (split, the
+        piece read as that split's source), in order; None for a file that is one split's, told
+        by its name (``split_name``)."""
+        return None
 
     def split_name(self, file_name: str) -> str:
         """The split a file of this format belongs to, told by its name: ``train_3.txt`` ->
@@ -135,6 +150,11 @@ class InputFormat:
         """The (id, class name) pairs the input ``path`` fixes for its objects, in id order
         (COCO's categories, YOLO's names); None where its rows name classes by text alone."""
         return None
+
+    def described(self, row: Row) -> str:
+        """What a build's fingerprint keeps of ``row`` where no one file's hash covers it (a row
+        read from a folder, or from a file naming its own splits): its identity, by default."""
+        return row.identity
 
     def cut(self, path: str, piece_bytes: int) -> list[Piece]:
         """The input as pieces of about ``piece_bytes``, for processes to plan side by side;
