@@ -1,7 +1,8 @@
 """Detection inputs written the way the real tools write them, for tests: a COCO set in the
 standard layout (``annotations/instances_val2017.json`` beside ``val2017/``), with polygons, a
 crowd RLE, keypoints, a box poking past the border and one wholly outside; optionally the boxes
-on and around the borders that converters treat differently."""
+on and around the borders that converters treat differently; a Pascal VOC folder
+(as VOC2012 and LabelImg write their XML)."""
 
 from __future__ import annotations
 
@@ -117,3 +118,76 @@ def write_coco(root: Path, split: str = "val2017", images: int = 6, edges: bool 
     path = root / "annotations" / f"instances_{split}.json"
     path.write_text(json.dumps(document))
     return path
+
+
+# -- Pascal VOC ------------------------------------------------------------------------------------
+
+# (id, width, height, objects: (name, pose, truncated, difficult, (xmin, ymin, xmax, ymax), parts))
+VOC_IMAGES: list[tuple[str, int, int, list[tuple[str, str, int, int, tuple[float, ...], bool]]]] = [
+    ("2008_000008", 64, 48, [("horse", "Left", 0, 0, (5, 8, 47, 42), False), ("person", "Unspecified", 1, 0, (15, 2, 30, 23), True)]),
+    ("2008_000015", 56, 40, [("bottle", "Unspecified", 1, 0, (27, 10, 33.5, 39), False), ("bottle", "Left", 0, 1, (40, 2, 55, 40), False)]),
+    ("2008_000019", 48, 64, [("dog", "Right", 0, 0, (3, 4, 40, 60), False)]),
+    ("2008_000023", 40, 40, [("person", "Frontal", 0, 0, (1, 1, 39, 39), False), ("bottle", "Unspecified", 0, 1, (2, 20, 8, 38), False)]),
+    ("2008_000028", 72, 48, [("dog", "Unspecified", 1, 0, (30, 1, 71, 47), False)]),
+]
+VOC_SPLITS = {"train": ["2008_000008", "2008_000019", "2008_000028"], "val": ["2008_000015", "2008_000023"]}
+
+
+def voc_xml(image_id: str, width: int, height: int, objects: list[tuple[str, str, int, int, tuple[float, ...], bool]]) -> str:
+    """An annotation as VOC2012's XML files are laid out (tab indents, ``<source>``, ``<segmented>``,
+    ``<occluded>``, person ``<part>`` boxes inside an object)."""
+    out = [
+        "<annotation>",
+        "\t<folder>VOC2012</folder>",
+        f"\t<filename>{image_id}.jpg</filename>",
+        "\t<source>\n\t\t<database>The VOC2008 Database</database>",
+        "\t\t<annotation>PASCAL VOC2008</annotation>\n\t\t<image>flickr</image>\n\t</source>",
+        f"\t<size>\n\t\t<width>{width}</width>\n\t\t<height>{height}</height>\n\t\t<depth>3</depth>\n\t</size>",
+        "\t<segmented>0</segmented>",
+    ]
+    for name, pose, truncated, difficult, box, parts in objects:
+        corners = "".join(f"\t\t\t<{k}>{v:g}</{k}>\n" for k, v in zip(("xmin", "ymin", "xmax", "ymax"), box, strict=True))
+        out += ["\t<object>", f"\t\t<name>{name}</name>", f"\t\t<pose>{pose}</pose>", f"\t\t<truncated>{truncated}</truncated>"]
+        out += ["\t\t<occluded>0</occluded>", f"\t\t<bndbox>\n{corners}\t\t</bndbox>", f"\t\t<difficult>{difficult}</difficult>"]
+        if parts:  # the person layout's parts: a name and a box of their own, inside the object
+            out += ["\t\t<part>\n\t\t\t<name>head</name>", "\t\t\t<bndbox>\n\t\t\t\t<xmin>16</xmin>\n\t\t\t\t<ymin>2</ymin>",
+                    "\t\t\t\t<xmax>22</xmax>\n\t\t\t\t<ymax>8</ymax>\n\t\t\t</bndbox>\n\t\t</part>"]  # fmt: skip
+        out.append("\t</object>")
+    return "\n".join([*out, "</annotation>", ""])
+
+
+def labelimg_xml(filename: str, folder: Path, width: int, height: int, objects: list[tuple[str, tuple[int, ...]]]) -> str:
+    """An annotation as LabelImg saves one (its ``PascalVocWriter``: tab indents, ``<path>``, no declaration)."""
+    out = [
+        "<annotation>",
+        f"\t<folder>{folder.name}</folder>",
+        f"\t<filename>{filename}</filename>",
+        f"\t<path>{folder / filename}</path>",
+        "\t<source>\n\t\t<database>Unknown</database>\n\t</source>",
+        f"\t<size>\n\t\t<width>{width}</width>\n\t\t<height>{height}</height>\n\t\t<depth>3</depth>\n\t</size>",
+        "\t<segmented>0</segmented>",
+    ]
+    for name, box in objects:
+        corners = "".join(f"\t\t\t<{k}>{v}</{k}>\n" for k, v in zip(("xmin", "ymin", "xmax", "ymax"), box, strict=True))
+        out += ["\t<object>", f"\t\t<name>{name}</name>", "\t\t<pose>Unspecified</pose>", "\t\t<truncated>0</truncated>"]
+        out += ["\t\t<difficult>0</difficult>", f"\t\t<bndbox>\n{corners}\t\t</bndbox>", "\t</object>"]
+    return "\n".join([*out, "</annotation>", ""])
+
+
+def write_voc(root: Path) -> Path:
+    """``root/VOCdevkit/VOC2012`` with ``VOC_IMAGES``, the main split files and per-class lists; returns the VOC folder."""
+    voc = root / "VOCdevkit" / "VOC2012"
+    for sub in ("Annotations", "JPEGImages", "ImageSets/Main", "ImageSets/Segmentation", "SegmentationClass"):
+        (voc / sub).mkdir(parents=True, exist_ok=True)
+    for seed, (image_id, width, height, objects) in enumerate(VOC_IMAGES):
+        photo(voc / "JPEGImages" / f"{image_id}.jpg", width, height, seed)
+        (voc / "Annotations" / f"{image_id}.xml").write_text(voc_xml(image_id, width, height, objects))
+    main = voc / "ImageSets" / "Main"
+    for split, ids in VOC_SPLITS.items():
+        (main / f"{split}.txt").write_text("".join(f"{i}\n" for i in ids))
+        for name in ("bottle", "dog"):  # per-class lists: "id  1" (present), "id -1" (absent), as VOC writes them
+            present = {i for i, _, _, objects in VOC_IMAGES for n, *_ in objects if n == name}
+            (main / f"{name}_{split}.txt").write_text("".join(f"{i} {' 1' if i in present else '-1'}\n" for i in ids))
+    (main / "trainval.txt").write_text("".join(f"{i}\n" for i in sorted(VOC_SPLITS["train"] + VOC_SPLITS["val"])))
+    (voc / "ImageSets" / "Segmentation" / "train.txt").write_text("2008_000008\n")  # another task's split: not read
+    return voc

@@ -46,16 +46,17 @@ def test_a_file_is_read_by_the_format_claiming_its_suffix(path: str, name: str |
 
 def test_the_table_names_each_format_and_suffix_once() -> None:
     names = [f.name for f in registry.FORMATS]
-    assert names == ["txt", "csv", "tsv", "jsonl", "coco", "folder"]  # the names build states hold: never renamed
+    assert names == ["txt", "csv", "tsv", "jsonl", "coco", "voc", "folder"]  # the names build states hold: never renamed
     assert registry.suffixes() == (".txt", ".csv", ".tsv", ".jsonl")  # the order messages list them in
     assert all(registry.named(name) is f for name, f in zip(names, registry.FORMATS, strict=True))
-    known = r"\(known: txt, csv, tsv, jsonl, coco, folder\)"
+    known = r"\(known: txt, csv, tsv, jsonl, coco, voc, folder\)"
     with pytest.raises(ShardkitError, match=r"unknown input format 'parquet' in the build state " + known):
         registry.named("parquet")
 
 
 def test_a_folder_is_read_by_the_first_format_claiming_its_layout(cls_data: Path) -> None:
     assert registry.folder_format(str(cls_data)) is IMAGE_FOLDER
+    assert registry.layout_format(str(cls_data)) is None  # a layout any folder has: for --from-folder alone
     assert [(split, piece.path, piece.context) for split, piece in IMAGE_FOLDER.folder_splits(str(cls_data))] == [
         ("train", str(cls_data / "train"), str(cls_data)),
         ("val", str(cls_data / "val"), str(cls_data)),
