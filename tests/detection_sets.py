@@ -2,7 +2,7 @@
 standard layout (``annotations/instances_val2017.json`` beside ``val2017/``), with polygons, a
 crowd RLE, keypoints, a box poking past the border and one wholly outside; optionally the boxes
 on and around the borders that converters treat differently; a Pascal VOC folder
-(as VOC2012 and LabelImg write their XML)."""
+(as VOC2012 and LabelImg write their XML); a YOLO dataset as Ultralytics exports it."""
 
 from __future__ import annotations
 
@@ -191,3 +191,33 @@ def write_voc(root: Path) -> Path:
     (main / "trainval.txt").write_text("".join(f"{i}\n" for i in sorted(VOC_SPLITS["train"] + VOC_SPLITS["val"])))
     (voc / "ImageSets" / "Segmentation" / "train.txt").write_text("2008_000008\n")  # another task's split: not read
     return voc
+
+
+# -- YOLO (Ultralytics) ----------------------------------------------------------------------------
+
+YOLO_NAMES = ["person", "car", "dog"]
+# split -> (image name, width, height, label lines as Ultralytics writes them: "%g"-formatted, or None for no label file)
+YOLO_IMAGES: dict[str, list[tuple[str, int, int, list[str] | None]]] = {
+    "train": [
+        ("a.jpg", 64, 48, ["0 0.5 0.5 0.25 0.5", "2 0.25 0.75 0.125 0.25"]),
+        ("b.jpg", 40, 32, ["1 0.1 0.2 0.3 0.2 0.3 0.6 0.1 0.6"]),  # YOLO-seg: a polygon, its extent the box
+        ("c.png", 32, 32, None),  # no label file: no objects
+    ],
+    "val": [("d.jpg", 48, 40, ["2 0.5 0.5 1 1"]), ("e.jpg", 40, 40, [])],  # an empty label file: no objects
+}
+
+
+def write_yolo(root: Path, yaml_text: str | None = None) -> Path:
+    """A dataset as Ultralytics exports one: ``images/{train,val}``, ``labels/{train,val}``, a
+    ``data.yaml`` with a ``path``, the splits and ``names`` as a mapping; returns ``data.yaml``."""
+    for seed, (split, entries) in enumerate(YOLO_IMAGES.items()):
+        (root / "images" / split).mkdir(parents=True, exist_ok=True)
+        (root / "labels" / split).mkdir(parents=True, exist_ok=True)
+        for k, (name, width, height, lines) in enumerate(entries):
+            photo(root / "images" / split / name, width, height, 10 * seed + k)
+            if lines is not None:
+                (root / "labels" / split / f"{Path(name).stem}.txt").write_text("".join(f"{line}\n" for line in lines))
+    names = "".join(f"  {i}: {name}\n" for i, name in enumerate(YOLO_NAMES))
+    data = root / "data.yaml"
+    data.write_text(yaml_text or f"path: {root}\ntrain: images/train\nval: images/val\ntest:\n\nnames:\n{names}")
+    return data
