@@ -2,7 +2,8 @@
 standard layout (``annotations/instances_val2017.json`` beside ``val2017/``), with polygons, a
 crowd RLE, keypoints, a box poking past the border and one wholly outside; optionally the boxes
 on and around the borders that converters treat differently; a Pascal VOC folder
-(as VOC2012 and LabelImg write their XML); a YOLO dataset as Ultralytics exports it."""
+(as VOC2012 and LabelImg write their XML); a YOLO dataset as Ultralytics exports it; the TF OD
+API tutorial's CSV (as its ``xml_to_csv.py`` writes it, through pandas)."""
 
 from __future__ import annotations
 
@@ -221,3 +222,30 @@ def write_yolo(root: Path, yaml_text: str | None = None) -> Path:
     data = root / "data.yaml"
     data.write_text(yaml_text or f"path: {root}\ntrain: images/train\nval: images/val\ntest:\n\nnames:\n{names}")
     return data
+
+
+# -- the TF OD API tutorial's CSV ------------------------------------------------------------------
+
+# (filename, width, height, class, xmin, ymin, xmax, ymax): xml_to_csv's tuples, in its glob's order
+CSV_LINES = [
+    ("raccoon-1.jpg", 64, 48, "raccoon", 5, 6, 40, 44),
+    ("raccoon-2.jpg", 56, 40, "raccoon", 10, 0, 50, 30),
+    ("raccoon-1.jpg", 64, 48, "dog", 30, 10, 64, 40),  # an image's lines need not be next to each other
+    ("raccoon-2.jpg", 56, 40, "dog", 0, 20, 20, 40),
+    ("raccoon-3.jpg", 40, 40, "raccoon", 2, 3, 38, 37),
+]
+
+
+def write_od_csv(root: Path, name: str = "train_labels.csv", lines: list[tuple[Any, ...]] | None = None) -> Path:
+    """``root/images/*.jpg`` and the CSV ``pandas.DataFrame.to_csv(index=None)`` writes of them,
+    beside the images (the tutorial's ``images/train_labels.csv``); returns the CSV."""
+    folder = root / "images"
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = CSV_LINES if lines is None else lines
+    for seed, (filename, width, height, *_) in enumerate(dict.fromkeys((f, w, h) for f, w, h, *_ in lines)):
+        if not (folder / filename).exists():
+            photo(folder / filename, width, height, seed)
+    text = ",".join(("filename", "width", "height", "class", "xmin", "ymin", "xmax", "ymax")) + "\n"
+    path = folder / name
+    path.write_text(text + "".join(",".join(str(v) for v in line) + "\n" for line in lines))
+    return path

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 
 from shardkit.errors import ShardkitError
-from shardkit.pipeline.inputs.formats import coco, delimited, image_folder, jsonl, txt, voc, yolo
+from shardkit.pipeline.inputs.formats import coco, delimited, image_folder, jsonl, od_csv, txt, voc, yolo
 from shardkit.pipeline.inputs.formats.input_format import InputFormat
 
 FORMATS: tuple[InputFormat, ...] = (
@@ -22,6 +22,7 @@ FORMATS: tuple[InputFormat, ...] = (
     delimited.TSV,
     jsonl.JSONL,
     coco.COCO,
+    od_csv.OD_CSV,
     yolo.YOLO,
     voc.VOC,
     image_folder.IMAGE_FOLDER,

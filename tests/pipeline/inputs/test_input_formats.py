@@ -46,12 +46,37 @@ def test_a_file_is_read_by_the_format_claiming_its_suffix(path: str, name: str |
 
 def test_the_table_names_each_format_and_suffix_once() -> None:
     names = [f.name for f in registry.FORMATS]
-    assert names == ["txt", "csv", "tsv", "jsonl", "coco", "yolo", "voc", "folder"]  # the names build states hold: never renamed
+    assert names == ["txt", "csv", "tsv", "jsonl", "coco", "od-csv", "yolo", "voc", "folder"]  # the names build states hold: never renamed
     assert registry.suffixes() == (".txt", ".csv", ".tsv", ".jsonl")  # the order messages list them in
     assert all(registry.named(name) is f for name, f in zip(names, registry.FORMATS, strict=True))
-    known = r"\(known: txt, csv, tsv, jsonl, coco, yolo, voc, folder\)"
+    known = r"\(known: txt, csv, tsv, jsonl, coco, od-csv, yolo, voc, folder\)"
     with pytest.raises(ShardkitError, match=r"unknown input format 'parquet' in the build state " + known):
         registry.named("parquet")
+
+
+@dataclasses.dataclass(frozen=True)
+class Peeking(InputFormat):
+    """A format that takes ``.csv`` files starting with ``#peek`` ahead of the csv format, counting its peeks."""
+
+    claims_ahead: ClassVar[tuple[str, ...]] = (".csv",)
+    peeks: list[str] = dataclasses.field(default_factory=list)
+
+    def claims(self, path: str) -> bool:
+        self.peeks.append(os.path.basename(path))
+        return path.endswith(self.claims_ahead) and os.path.isfile(path) and Path(path).read_bytes().startswith(b"#peek")
+
+
+def test_a_format_may_take_a_file_by_content_ahead_of_its_suffix_peeking_at_its_suffixes_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    peeking = Peeking("peeking")
+    monkeypatch.setattr(registry, "FORMATS", (peeking, *registry.FORMATS))
+    for name, text in (("train.csv", "#peek\n"), ("val.csv", "image,label\n"), ("test.txt", "#peek\n"), ("notes.md", "#peek\n")):
+        (tmp_path / name).write_text(text)
+    found = {name: registry.file_format(str(tmp_path / name)) for name in ("train.csv", "val.csv", "test.txt")}
+    assert found == {"train.csv": peeking, "val.csv": registry.named("csv"), "test.txt": registry.named("txt")}
+    assert peeking.peeks == ["train.csv", "val.csv"]  # a .txt is the txt format's without a look inside
+    assert registry.file_format(str(tmp_path / "notes.md")) is None  # a suffix no format claims: every format is asked
 
 
 def test_a_folder_is_read_by_the_first_format_claiming_its_layout(cls_data: Path) -> None:
