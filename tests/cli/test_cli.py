@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from shardkit.cli import main
+from tests import detection_sets
 
 
 def run(*args: str) -> tuple[int, str]:
@@ -79,6 +80,34 @@ def test_input_errors(tmp_path: Path) -> None:
     assert (code, output) == (1, f"Error: {tmp_path / 'nope.txt'}: no such file or folder\n")
     code, output = run("build", "-o", str(tmp_path / "out"))
     assert (code, output) == (1, "Error: give index files or folders, or --from-folder ROOT, but not both\n")
+
+
+def _bad_detection_input(kind: str, root: Path) -> tuple[Path, str, str]:
+    """A detection input as its tool writes it, with one bad image; the error line a build prints,
+    and what a build skipping bad entries says of them."""
+    if kind == "voc":
+        voc = detection_sets.write_voc(root)
+        xml = voc / "Annotations" / "2008_000019.xml"
+        xml.write_text(xml.read_text().replace("\t</object>", "\t</objet>"))
+        line = f"{voc / 'ImageSets' / 'Main' / 'train.txt'}:2: {xml}:27:4: not valid XML: mismatched tag"
+        return voc, line, "skipped 2 bad entries"  # in train and in trainval
+    if kind == "yolo":
+        data = detection_sets.write_yolo(root)
+        labels = root / "labels" / "train" / "b.txt"
+        labels.write_text("1 0.5 0.5 0.2\n")
+        return data, f"{labels}:1: 4 values: expected class cx cy w h, or class and a polygon x1 y1 x2 y2 ...", "skipped 1 bad entry"
+    csv = detection_sets.write_od_csv(root)
+    csv.write_text(csv.read_text().replace("raccoon-3.jpg,40,40,raccoon,2", "raccoon-3.jpg,40,40,raccoon,two"))
+    return csv, f"{csv}:6: xmin 'two' is not a number", "skipped 1 bad entry"
+
+
+@pytest.mark.parametrize("kind", ["voc", "yolo", "od-csv"])
+def test_a_bad_detection_input_is_one_line(kind: str, tmp_path: Path) -> None:
+    given, line, skipped = _bad_detection_input(kind, tmp_path / "data")
+    code, output = run("build", str(given), "-o", str(tmp_path / "out"), "-w", "1")
+    assert (code, output) == (1, f"Error: {line}\n")
+    code, output = run("build", str(given), "-o", str(tmp_path / "out"), "-w", "1", "--on-error", "skip")
+    assert code == 0 and f"{skipped}: see" in output, output
 
 
 def test_an_out_that_is_a_file_is_one_line(seg_data: Path, tmp_path: Path) -> None:
