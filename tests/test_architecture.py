@@ -255,7 +255,7 @@ def _is_package(module: str) -> bool:
     return (PACKAGE.joinpath(*module.split(".")[1:]) / "__init__.py").exists()
 
 
-FORMAT_NAMES = {"txt", "csv", "tsv", "jsonl", "folder", ".txt", ".csv", ".tsv", ".jsonl"}
+FORMAT_NAMES = {"txt", "csv", "tsv", "jsonl", "coco", "od-csv", "yolo", "voc", "folder", ".txt", ".csv", ".tsv", ".jsonl"}
 
 
 def _suffix_literals(module: str) -> set[str]:
