@@ -18,6 +18,7 @@ albumentations pipeline::
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal, cast, get_args
@@ -36,6 +37,15 @@ IDENTITY_COLUMN = "@identity"  # the column of a feature filled with the entry's
 
 
 @dataclasses.dataclass(frozen=True)
+class BoxesSpec:
+    """``augment.boxes``: which boxes of an objects feature outlive augmentation, as albumentations'
+    ``BboxParams`` filters them. A box that fails is dropped with its mask, keypoints and class."""
+
+    min_visibility: float = 0.0  # the fraction of its area a box must keep inside the picture when a transform moves it
+    min_area: float = 0.0  # pixels of the augmented picture
+
+
+@dataclasses.dataclass(frozen=True)
 class AugmentSpec:
     """An albumentations pipeline (serialized dict) and how many records to make per input."""
 
@@ -45,6 +55,7 @@ class AugmentSpec:
     # "reduced": a pipeline that begins by shrinking decodes JPEGs shrunk (pipeline.reduced_decode);
     # "exact": every image is decoded whole, as albumentations alone would see it.
     decode: Decode = "reduced"
+    boxes: BoxesSpec = BoxesSpec()
 
     @property
     def records_per_entry(self) -> int:
@@ -113,12 +124,16 @@ class Config:
                 "decode": self.augment.decode,
                 "pipeline": dict(self.augment.pipeline),
             }
+            # Only where it filters anything: a config without it keeps the fingerprint it always had.
+            if self.augment.boxes != BoxesSpec():
+                out["augment"]["boxes"] = dataclasses.asdict(self.augment.boxes)
         return out
 
 
 _TOP_KEYS = ("columns", "features", "augment", "snapshot")
 _FEATURE_KEYS = ("kind", "column", "encoding", "quality", "channels", "classes", "png_level", "masks")
-_AUGMENT_KEYS = ("copies", "keep_original", "decode", "pipeline")
+_AUGMENT_KEYS = ("copies", "keep_original", "decode", "boxes", "pipeline")
+_BOXES_KEYS = ("min_visibility", "min_area")
 
 
 def _require_mapping(value: object, path: str, source: str | None) -> Mapping[str, Any]:
@@ -172,7 +187,34 @@ def _parse_augment(raw: object, features: tuple[FeatureSpec, ...], source: str |
         raise ConfigError("augment", "augmentation needs an image feature", source)
     for f in features:
         f.kind.check_augment(f, copies, source)
-    return AugmentSpec(pipeline=pipeline, copies=copies, keep_original=keep_original, decode=cast(Decode, decode))
+    has_boxes = any(f.kind.augment_target == augment.OBJECTS for f in features)
+    if has_boxes:
+        try:
+            augment.check_for_objects(pipeline)
+        except ConfigError as exc:
+            raise ConfigError(f"augment.pipeline{exc.path}", exc.reason, source) from None
+    boxes = _parse_boxes(spec.get("boxes"), has_boxes, source)
+    return AugmentSpec(pipeline=pipeline, copies=copies, keep_original=keep_original, decode=cast(Decode, decode), boxes=boxes)
+
+
+def _parse_boxes(raw: object, has_boxes: bool, source: str | None) -> BoxesSpec:
+    if raw is None:
+        return BoxesSpec()
+    path = "augment.boxes"
+    spec = _require_mapping(raw, path, source)
+    _reject_unknown(spec, _BOXES_KEYS, path, source)
+    if not has_boxes:
+        raise ConfigError(path, "filters the boxes of an objects feature, and this config has none", source)
+    visibility = _number(spec.get("min_visibility", 0.0), f"{path}.min_visibility", 1.0, source)
+    area = _number(spec.get("min_area", 0.0), f"{path}.min_area", math.inf, source)
+    return BoxesSpec(min_visibility=visibility, min_area=area)
+
+
+def _number(value: object, path: str, hi: float, source: str | None) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= hi or not math.isfinite(value):
+        wanted = "a number from 0 to 1" if hi == 1.0 else "a number, 0 or more"
+        raise ConfigError(path, f"expected {wanted}, got {value!r}", source)
+    return float(value)
 
 
 def parse_config(raw: object, source: str | None = None) -> Config:
