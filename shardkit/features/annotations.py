@@ -6,7 +6,7 @@ dropped, instance masks drawn), which augmentation moves and ``features.objects`
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -155,6 +155,32 @@ def on_image(objects: Objects, width: int, height: int, masks: bool) -> ObjectAr
         for j, i in enumerate(keep):
             drawn[j] = instance_mask(objects, int(i), width, height)
     return ObjectArrays(boxes[keep], keep, drawn, keypoints)
+
+
+def resized(
+    arrays: ObjectArrays, size: tuple[int, int], new_size: tuple[int, int], shrink_mask: Callable[[np.ndarray], np.ndarray]
+) -> ObjectArrays:
+    """``arrays`` on their (width, height) ``size`` picture, resized to ``new_size`` as a resize
+    moves them: boxes and keypoints scaled by the same factors as the picture, each mask shrunk
+    by ``shrink_mask`` (the resize as it applies to masks)."""
+    (width, height), (new_width, new_height) = size, new_size
+    sx, sy = new_width / width, new_height / height
+    boxes, alive = clipped(arrays.boxes * np.array([sx, sy, sx, sy]), new_width, new_height)
+    keypoints = None
+    if arrays.keypoints is not None:
+        keypoints = arrays.keypoints.copy()
+        keypoints[..., 0] *= sx
+        keypoints[..., 1] *= sy
+    masks = None
+    if arrays.masks is not None:
+        masks = np.zeros((len(arrays.keep), new_height, new_width), dtype=np.uint8)
+        for j, mask in enumerate(arrays.masks):
+            masks[j] = shrink_mask(mask)
+    if alive.all():  # a resize keeps a box's area positive, short of a box far under a pixel
+        return ObjectArrays(boxes, arrays.keep, masks, keypoints)
+    return ObjectArrays(
+        boxes[alive], arrays.keep[alive], None if masks is None else masks[alive], None if keypoints is None else keypoints[alive]
+    )
 
 
 def instance_mask(objects: Objects, i: int, width: int, height: int) -> np.ndarray:

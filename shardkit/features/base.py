@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import numpy as np
 
@@ -20,6 +20,7 @@ from shardkit.formats.example_proto import FeatureValue
 from shardkit.formats.image_headers import ImageInfo
 
 Features = dict[str, tuple[str, FeatureValue]]  # key -> (Example list type, values): one record's features
+T = TypeVar("T")
 
 
 class BadValue(ValueError):
@@ -43,6 +44,14 @@ class Loaded(Protocol):
     def stored(self, key: str) -> tuple[ImageInfo, str]: ...  # a picture's header and the mode it is stored in
 
     def array(self, spec: FeatureSpec) -> np.ndarray: ...
+
+    def once(self, key: str, make: Callable[[], T]) -> T: ...  # made once per entry, shared by all its records
+
+    # A picture as the augmenter gets it: whole, or with the pipeline's leading downscale applied
+    # (``pipeline.shard.reduced_decode``); and a full-size mask of its size downscaled as masks are.
+    def pre_augment(self, key: str) -> np.ndarray: ...
+
+    def pre_augment_mask(self, mask: np.ndarray) -> np.ndarray: ...
 
 
 # One feature's encoder for one shard: (the entry's value, its files, augmented arrays or None,
@@ -105,7 +114,8 @@ class FeatureKind:
     reads_file: ClassVar[bool] = False  # its value is a path, loaded by the worker
     # Pictures: how many a record has of them matters to augmentation (targets), previews (tiles,
     # overlays) and checks (masks match their image's size).
-    augment_target: ClassVar[str | None] = None  # the albumentations target it rides as, if any
+    augment_target: ClassVar[str | None] = None  # the albumentations target it rides as, if any (pipeline.shard.augment)
+    picture: ClassVar[bool] = False  # its value is pixels: an image or a mask
     leads: ClassVar[bool] = False  # the picture that masks belong to and augmentation needs
     follows_lead: ClassVar[bool] = False  # must have the size of the record's leading picture
     class_values: ClassVar[bool] = False  # pixel values are class ids: palettes kept as indices, never interpolated
@@ -204,6 +214,11 @@ class FeatureKind:
         """A picture file's header and the mode it is stored in (raises ``ImageProblem``); None
         for a feature without pixels."""
         return None
+
+    def augment_input(self, spec: FeatureSpec, value: Any, loaded: Loaded) -> Any:
+        """What the augmenter moves for this feature (one with an ``augment_target``), the same
+        for every copy of the entry."""
+        raise NotImplementedError(f"{self.name} features are not augmented")
 
     def initial_lengths(self, spec: FeatureSpec) -> dict[str, tuple[int, int]]:
         """List lengths known before any record: one value a record, whatever the input."""

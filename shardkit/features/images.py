@@ -30,6 +30,8 @@ _AS_DECODED = {"P": "RGB", "1": "L", "LA": "RGBA", "CMYK": "RGB", "YCbCr": "RGB"
 class PictureKind(FileKind):
     """A picture file: probed, decoded on need, re-encoded only when its pixels or format change."""
 
+    picture: ClassVar[bool] = True
+
     def channels(self, value: object, encoding: str | None, path: str, source: str | None) -> int | None:
         if value is None:
             return None
@@ -74,6 +76,9 @@ class PictureKind(FileKind):
 
     def initial_lengths(self, spec: FeatureSpec) -> dict[str, tuple[int, int]]:
         return {key: (1, 1) for key in (spec.key, *self.extra_keys(spec))}
+
+    def augment_input(self, spec: FeatureSpec, value: Any, loaded: Loaded) -> Any:
+        return loaded.pre_augment(spec.key)
 
     def encoder(self, spec: FeatureSpec, stats: RecordStats) -> Encoder:
         key, encoding, class_values = spec.key, spec.encoding or "png", self.class_values

@@ -20,6 +20,9 @@ An input format gives a row's objects as one mapping of per-object lists
 (``features.annotations.Objects.from_raw`` says which). A box that pokes past its image is kept, clipped; one that is left with no width or
 height (zero-size, or wholly outside the image) is dropped and counted in the manifest (under
 ``P/dropped``), never silently. The manifest counts the kept objects of each class under ``P``.
+
+Augmentation moves the boxes, masks and keypoints with the image (``pipeline.shard.augment``); an
+object whose box it drops (cut off by a crop, or by ``augment.boxes``) is dropped and counted alike.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from shardkit.errors import ConfigError
-from shardkit.features.annotations import Objects, on_image
+from shardkit.features.annotations import ObjectArrays, Objects, on_image, resized
 from shardkit.features.base import BadValue, Encoder, FeatureKind, Features, FeatureSpec, Loaded, RecordStats, length_shape
 from shardkit.formats import image_codec
 from shardkit.formats.image_headers import ImageProblem
@@ -75,6 +78,7 @@ class ObjectsKind(FeatureKind):
     has_classes: ClassVar[bool] = True
     counts_labels: ClassVar[bool] = True
     counts_objects: ClassVar[bool] = True  # counts objects per class, not records per value, however many classes
+    augment_target: ClassVar[str | None] = "objects"  # boxes, instance masks and keypoints, moved with the image
 
     def classes(self, value: object, path: str, source: str | None) -> tuple[str, ...] | None:
         if value is None:
@@ -112,10 +116,6 @@ class ObjectsKind(FeatureKind):
             )
         return dataclasses.replace(spec, classes=names, class_ids=ids)
 
-    def check_augment(self, spec: FeatureSpec, copies: int, source: str | None) -> None:
-        if copies > 0:
-            raise ConfigError("augment", "augmenting objects is not supported yet", source)
-
     # -- a raw value from an input row ----------------------------------------------------------
 
     def typed(self, spec: FeatureSpec, raw: Any, folder: str | None) -> Any:
@@ -140,6 +140,21 @@ class ObjectsKind(FeatureKind):
     def initial_lengths(self, spec: FeatureSpec) -> dict[str, tuple[int, int]]:
         return {}
 
+    def augment_input(self, spec: FeatureSpec, value: Any, loaded: Loaded) -> ObjectArrays:
+        """The objects on the leading picture as the augmenter gets it: with the pipeline's
+        leading downscale, scaled (masks shrunk as masks are) from the ones on the whole image."""
+        whole = _on_lead(spec, value, loaded)
+        lead = loaded.lead or ""
+
+        def make() -> ObjectArrays:
+            info, _ = loaded.stored(lead)
+            height, width = loaded.pre_augment(lead).shape[:2]
+            if (width, height) == (info.width, info.height):
+                return whole
+            return resized(whole, (info.width, info.height), (width, height), loaded.pre_augment_mask)
+
+        return loaded.once(f"{spec.key} pre_augment", make)
+
     # -- records ---------------------------------------------------------------------------------
 
     def encoder(self, spec: FeatureSpec, stats: RecordStats) -> Encoder:
@@ -153,8 +168,7 @@ class ObjectsKind(FeatureKind):
             if augmented is None:
                 info, _ = loaded.stored(loaded.lead or "")
                 width, height = info.width, info.height
-                _check_size(objects, width, height)
-                arrays = on_image(objects, width, height, want_masks)
+                arrays = _on_lead(spec, objects, loaded)
             else:
                 height, width = augmented[loaded.lead or ""].shape[:2]
                 arrays = augmented[prefix]
@@ -177,7 +191,7 @@ class ObjectsKind(FeatureKind):
             if augmented is None and objects.area is not None:
                 area = objects.area[keep]
             elif arrays.masks is not None:
-                area = arrays.masks.reshape(len(keep), -1).sum(axis=1).astype(np.float64)
+                area = arrays.masks.sum(axis=(1, 2)).astype(np.float64)  # (0, H, W) for no objects: no reshape
             else:
                 area = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
             values.append(("area", "float", area))
@@ -251,6 +265,18 @@ class ObjectsKind(FeatureKind):
         if entry.get("dtype") == "bytes":
             return list(values)
         return np.asarray(values, dtype=np.float32 if entry.get("dtype") == "float" else np.int64)
+
+
+def _on_lead(spec: FeatureSpec, objects: Objects, loaded: Loaded) -> ObjectArrays:
+    """The objects on their whole leading image, checked against its size, masks drawn: once per
+    entry, for the original record and every augmented copy."""
+
+    def make() -> ObjectArrays:
+        info, _ = loaded.stored(loaded.lead or "")
+        _check_size(objects, info.width, info.height)
+        return on_image(objects, info.width, info.height, bool(spec.masks))
+
+    return loaded.once(spec.key, make)
 
 
 def _check_size(objects: Objects, width: int, height: int) -> None:

@@ -231,7 +231,7 @@ def _records(maker: RecordMaker, entry: Entry, cfg: Config, full: bool) -> tuple
     except image_headers.ImageProblem as exc:  # as a build's worker reports it
         raise EntryError(entry.source, entry.line, str(exc)) from None
     # Each picture's key -> whether it holds class values (a mask, drawn over its image) or colours.
-    pictures = {spec.key: spec.kind.class_values for spec in cfg.features if spec.kind.augment_target is not None}
+    pictures = {spec.key: spec.kind.class_values for spec in cfg.features if spec.kind.picture}
     out = []
     for copy, record in zip(maker.copies, data, strict=True):
         features: dict[str, tuple[str, list[Any]]] = {key: (dtype, list(values)) for key, (dtype, values) in decode_example(record).items()}

@@ -7,8 +7,8 @@ gets from every shard: list lengths, image sizes, and how many records carry eac
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from shardkit.features.base import Features, FeatureSpec
 from shardkit.features.images import size_mismatch
@@ -23,6 +23,7 @@ from shardkit.pipeline.shard.fetch import Fetcher
 if TYPE_CHECKING:
     from shardkit.pipeline.shard.reduced_decode import Downscale
 
+T = TypeVar("T")
 MAX_LABEL_VALUES = 64  # an int64 feature with more distinct values than this is not counted as a label
 
 
@@ -65,20 +66,27 @@ class _Stats:
 
 
 class _Loaded:
-    """One entry's files read into memory, pictures' headers probed, pixels decoded on first need."""
+    """One entry's files read into memory, pictures' headers probed, pixels decoded on first need,
+    and whatever its records share made once (``once``)."""
 
-    def __init__(self, entry: Entry, files: list[tuple[int, FeatureSpec]], lead: str | None, fetcher: Fetcher) -> None:
+    def __init__(
+        self, entry: Entry, files: list[tuple[int, FeatureSpec]], lead: str | None, fetcher: Fetcher, downscale: Downscale | None
+    ) -> None:
         self.entry = entry
         self.lead = lead
+        self.downscale = downscale  # the augmentation pipeline's leading downscale, if it is split off
         self.files: dict[str, bytes] = {}
         self.paths: dict[str, str] = {}
+        self.specs: dict[str, FeatureSpec] = {}
         self.infos: dict[str, ImageInfo] = {}
         self.modes: dict[str, str] = {}
         self._arrays: dict[str, Any] = {}
         self._downscaled: dict[str, Any] = {}
+        self._made: dict[str, Any] = {}
         for i, spec in files:
             path = entry.values[i]
             key = spec.key
+            self.specs[key] = spec
             self.paths[key] = path
             data = self.files[key] = fetcher.read(path, key)
             try:
@@ -96,6 +104,18 @@ class _Loaded:
 
     def stored(self, key: str) -> tuple[ImageInfo, str]:
         return self.infos[key], self.modes[key]
+
+    def once(self, key: str, make: Callable[[], T]) -> T:
+        if key not in self._made:
+            self._made[key] = make()
+        return self._made[key]  # type: ignore[no-any-return]
+
+    def pre_augment(self, key: str) -> Any:
+        spec = self.specs[key]
+        return self.array(spec) if self.downscale is None else self.downscaled(spec, self.downscale)
+
+    def pre_augment_mask(self, mask: Any) -> Any:
+        return mask if self.downscale is None else self.downscale.mask(mask)
 
     def downscaled(self, spec: FeatureSpec, downscale: Downscale) -> Any:
         """The array with the pipeline's leading downscale applied: a JPEG image decoded shrunk
@@ -149,11 +169,15 @@ class RecordMaker:
             from shardkit.pipeline.shard.augment import Augmenter
 
             targets = [(f.key, f.kind.augment_target) for f in features if f.kind.augment_target is not None]
-            self.augmenter = Augmenter(config.augment.pipeline, targets, config.augment.decode)
+            boxes = config.augment.boxes
+            self.augmenter = Augmenter(
+                config.augment.pipeline, targets, config.augment.decode, min_visibility=boxes.min_visibility, min_area=boxes.min_area
+            )
         self.stats = _Stats(config)
         # What every record needs, worked out once a shard rather than once a record.
         self.file_specs = [(i, f) for i, f in enumerate(features) if f.kind.reads_file]
-        self.pictures = [f for f in features if f.kind.augment_target is not None]
+        self.augmented = [(i, f) for i, f in enumerate(features) if f.kind.augment_target is not None]
+        self.downscale = self.augmenter.downscale if self.augmenter is not None else None
         self.lead = next((f.key for f in features if f.kind.leads), None)
         self.fetcher = Fetcher([i for i, _ in self.file_specs])
         self.encoders = [f.kind.encoder(f, self.stats) for f in features]
@@ -173,20 +197,17 @@ class RecordMaker:
         """All records of one entry, as ``self.copies`` numbers them: the original (if kept or
         not augmenting), then the augmented copies."""
         self._labels = []  # counted once every record of the entry is made: a skipped entry counts nothing
-        loaded = _Loaded(entry, self.file_specs, self.lead, self.fetcher)
+        loaded = _Loaded(entry, self.file_specs, self.lead, self.fetcher, self.downscale)
         augment = self.config.augment
         out = []
         if augment is None or augment.keep_original:
             out.append(self._example(loaded, None))
         if augment is not None and self.augmenter is not None:
+            # Decoded, drawn and downscaled once for all copies; each kind says what it gives the augmenter.
+            inputs = {f.key: f.kind.augment_input(f, entry.values[i], loaded) for i, f in self.augmented}
             for copy in range(augment.copies):
-                downscale = self.augmenter.downscale
-                if downscale is not None:
-                    arrays = {f.key: loaded.downscaled(f, downscale) for f in self.pictures}
-                else:
-                    arrays = {f.key: loaded.array(f) for f in self.pictures}
                 try:
-                    augmented = self.augmenter(arrays, record_seed(self.seed, entry.identity, copy))
+                    augmented = self.augmenter(inputs, record_seed(self.seed, entry.identity, copy))
                 except Exception as exc:  # albumentations raises many types for impossible params
                     raise ImageProblem(f"augmentation failed: {type(exc).__name__}: {exc}") from None
                 out.append(self._example(loaded, augmented))
