@@ -50,23 +50,25 @@ def photo(path: Path, width: int, height: int, seed: int) -> None:
     Image.fromarray(rng.integers(0, 255, (height, width, 3), dtype=np.uint8)).save(path, quality=90)
 
 
-def write_coco(root: Path, split: str = "val2017", images: int = 6, edges: bool = False) -> Path:
-    """A COCO set under ``root``; returns its annotation file. Image ``i`` has ``i % 4`` objects:
-    a person with keypoints, a car whose box pokes 0.4 px past the right border, a crowd of
-    trains as an RLE; image 5 also has a box wholly outside the image (dropped, counted).
+def write_coco(root: Path, split: str = "val2017", images: int = 6, edges: bool = False, width: int = 64, height: int = 48) -> Path:
+    """A COCO set under ``root``; returns its annotation file. Image ``i`` is ``width + 8 * i`` x
+    ``height`` and has ``i % 4`` objects: a person with keypoints, a car whose box pokes 0.4 px
+    past the right border, a crowd of trains as an RLE; image 5 also has a box wholly outside the
+    image (dropped, counted).
 
     With ``edges``, two more images hold the boxes converters disagree on (``EDGES``): one
     starting 0.3 px before the left border (its polygon in two parts), one ending exactly on the
     right border, one 0.4 px past the bottom, one of zero width; and an image whose only box is
     past the right border. No two annotations of an image share an area, so a test can tell
     which annotation a written object is by its area."""
+    base_width = width
     (root / "annotations").mkdir(parents=True, exist_ok=True)
     (root / split).mkdir(exist_ok=True)
     entries: list[dict[str, Any]] = []
     annotations: list[dict[str, Any]] = []
     next_id = 1
     for i in range(images):
-        width, height = 64 + 8 * i, 48
+        width = base_width + 8 * i
         name = f"{i:012d}.jpg"
         photo(root / split / name, width, height, i)
         entries.append({"license": 1, "file_name": name, "coco_url": "", "height": height, "width": width, "id": 100 + i})
@@ -101,7 +103,7 @@ def write_coco(root: Path, split: str = "val2017", images: int = 6, edges: bool 
             next_id += 1
     if edges:
         for i, edge_objects in enumerate(EDGES, start=images):
-            width, height = 64 + 8 * i, 48
+            width = base_width + 8 * i
             name = f"{i:012d}.jpg"
             photo(root / split / name, width, height, i)
             entries.append({"license": 1, "file_name": name, "coco_url": "", "height": height, "width": width, "id": 100 + i})
