@@ -246,7 +246,9 @@ class ObjectsKind(FeatureKind):
         count = sum(sum((split.labels or {}).get(dropped, {}).values()) for split in manifest.splits.values())
         if not count:
             return []
-        return [f"dropped {plural(count, 'object')} left with no area inside its image: counted by class under {dropped} in the manifest"]
+        augmented = (manifest.config.get("augment") or {}).get("copies", 0) > 0
+        why = "left with no area inside its image" + (" or cut off by augmentation" if augmented else "")
+        return [f"dropped {plural(count, 'object')} {why}: counted by class under {dropped} in the manifest"]
 
     def label_map_file(self, config: Mapping[str, Any]) -> str | None:
         names = config.get("classes") or []

@@ -11,8 +11,10 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
+from click.testing import CliRunner
 
 import shardkit
+from shardkit.cli import main
 from shardkit.errors import ConfigError
 from shardkit.features import annotations
 from shardkit.pipeline.config import parse_config
@@ -163,6 +165,16 @@ def test_a_crop_drops_the_objects_it_cuts_out_with_everything_they_carry(
     counts = json.loads((out / "manifest.json").read_text())["splits"]["val"]["labels"]
     assert counts[f"{P}/dropped"] == {"car": 3, **({} if person_kept else {"person": 4})}  # with image 5's box outside it
     assert counts[P] == {"train": 1, **({"person": 4} if person_kept else {})}
+
+
+def test_the_summary_says_augmentation_drops_objects_too(coco: Path, tmp_path: Path) -> None:
+    config = tmp_path / "crop.yaml"
+    crop = {"__class_fullname__": "Crop", "x_min": 0, "y_min": 0, "x_max": 10, "y_max": 48, "p": 1.0}
+    config.write_text(yaml.safe_dump(_config({"copies": 1, "pipeline": [crop]})))
+    result = CliRunner().invoke(main, ["build", str(coco), "-o", str(tmp_path / "out"), "-w", "1", "-c", str(config)])
+    assert result.exit_code == 0, result.output
+    line = "dropped 3 objects left with no area inside its image or cut off by augmentation: counted by class under image/object/dropped"
+    assert line in result.output
 
 
 def test_heavy_augmentation_never_writes_a_degenerate_box(coco: Path, tmp_path: Path) -> None:
