@@ -101,3 +101,22 @@ def store(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> It
 def bucket(store: object_stores.Store) -> str:
     """A fresh empty bucket on ``store``: its URL."""
     return store.new_bucket()
+
+
+@pytest.fixture(scope="session")
+def coco_set(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small COCO set in the standard layout (``tests.detection_sets``); its annotation file."""
+    from tests.detection_sets import write_coco
+
+    return write_coco(tmp_path_factory.mktemp("coco-set"))
+
+
+@pytest.fixture(scope="session")
+def coco_shards(coco_set: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``coco_set`` built with configs/coco-instance-masks.yaml: one val shard of 6 records with
+    boxes, classes, masks and keypoints. Shared by the read, check and view tests: never damage it."""
+    from tests.paths import REPO
+
+    out = tmp_path_factory.mktemp("coco-shards") / "out"
+    shardkit.build([coco_set], out, config=REPO / "configs" / "coco-instance-masks.yaml", workers=1, progress=False)
+    return out

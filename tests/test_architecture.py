@@ -178,7 +178,7 @@ def test_the_package_re_exports_exactly_the_api() -> None:
 
 # -- extension points: a kind of feature or an input format is a class, not a branch in many files --
 
-KIND_NAMES = {"image", "mask", "int64", "float", "bytes", "string", "class_name"}
+KIND_NAMES = {"image", "mask", "int64", "float", "bytes", "string", "class_name", "encoded_image", "objects"}
 
 
 def _compared_literals(module: str) -> set[str]:

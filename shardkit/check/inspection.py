@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from shardkit.features.base import FeatureKind
+from shardkit.features.registry import of_entry
 from shardkit.formats import tfrecord_scan
 from shardkit.formats.example_proto import BYTES, DecodeError, decode_example, decode_sequence_example, fields
 from shardkit.output.found import Output, expand
-from shardkit.output.manifest import Labels
+from shardkit.output.manifest import Labels, Manifest
 from shardkit.units import plural
 
 EXAMPLE_CHARS = 40
@@ -167,12 +169,29 @@ def describe_output(output: Output) -> dict[str, Any]:
         "totals": {"records": totals.records, "bytes": totals.bytes, "shards": totals.shards},
         "schema": list(m.schema),
         "classes": {key: list(names) for key, names in m.classes.items()},
+        "summaries": summaries(m),
         "label_balance": [
             balance
             for name, info in m.splits.items()
             for balance in label_balance(name, info.labels or {}, [(s.name, s.labels) for s in info.shards])
         ],
     }
+
+
+def summaries(manifest: Manifest) -> list[dict[str, Any]]:
+    """What each feature's kind says of it beyond the schema table (objects per record and per
+    class), each with its ``kind`` and ``key``."""
+    features: dict[str, tuple[FeatureKind, list[Mapping[str, Any]]]] = {}
+    for entry in manifest.schema:
+        kind = of_entry(entry)
+        features.setdefault(kind.feature_key(entry), (kind, []))[1].append(entry)
+    splits = {name: (info.records, info.labels or {}) for name, info in manifest.splits.items()}
+    out = []
+    for key, (kind, entries) in features.items():
+        found = kind.summary(key, entries, splits, manifest.classes.get(key, ()))
+        if found is not None:
+            out.append({"kind": kind.name, **found})
+    return out
 
 
 def label_balance(split: str, labels: Labels, shards: Sequence[tuple[str, Labels]]) -> list[dict[str, Any]]:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from shardkit.check.verify import VerifyReport
-from shardkit.features.registry import of_entry
+from shardkit.features.registry import kind_named, of_entry
 from shardkit.units import plural, size
 
 WIDTH = 80
@@ -51,6 +51,8 @@ def output_text(info: dict[str, Any]) -> list[str]:
     for key, names in info["classes"].items():
         shown = ", ".join(names[:8]) + (f", ... ({len(names)} in all)" if len(names) > 8 else "")
         lines.append(f"classes of {key}: {shown}")
+    for summary in info.get("summaries", ()):
+        lines += kind_named(summary["kind"]).summary_lines(summary)
     if info.get("label_balance"):
         lines.append("")
         lines.append("label balance: the shard whose mix differs most from its split's (0 = the same)")

@@ -223,6 +223,8 @@ class _DeepChecker:
 
     def __init__(self, schema: Sequence[Mapping[str, Any]] | None) -> None:
         self.schema = {f["key"]: f for f in schema} if schema else None
+        # Each feature once, by its config key, for the checks its kind makes on a record as a whole (objects).
+        self.features = {of_entry(f).feature_key(f): of_entry(f) for f in schema or ()}
         self.record = -1
         self.problem: str | None = None
 
@@ -245,10 +247,11 @@ class _DeepChecker:
                     _decode_image(key, values[0])  # type: ignore[arg-type]
             return
         for key, spec in self.schema.items():
+            kind = of_entry(spec, spec["dtype"])
             if key not in features:
                 raise _Bad(f"feature {key!r} is missing")
             dtype, values = features[key]
-            wire = of_entry(spec, spec["dtype"]).wire_of(spec)  # text is a bytes list
+            wire = kind.wire_of(spec)  # text is a bytes list
             if dtype != wire and values:
                 raise _Bad(f"feature {key!r} is {dtype}, the schema says {spec['dtype']}")
             shape = spec.get("shape")
@@ -270,6 +273,11 @@ class _DeepChecker:
         for key, size in followers.items():
             if leads and size not in leads:
                 raise _Bad(f"mask {key!r} is {size[0]}x{size[1]}, its image is not")
+        lead = next(iter(leads)) if len(leads) == 1 else None
+        for key, kind in self.features.items():
+            problem = kind.record_problem(key, features, lead)
+            if problem is not None:
+                raise _Bad(problem)
 
 
 class _Bad(Exception):

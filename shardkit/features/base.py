@@ -10,7 +10,7 @@ that reads no file; a kind overrides what it does differently.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol, TypeVar
 
 import numpy as np
@@ -21,6 +21,7 @@ from shardkit.formats.image_headers import ImageInfo
 
 Features = dict[str, tuple[str, FeatureValue]]  # key -> (Example list type, values): one record's features
 T = TypeVar("T")
+Labels = Mapping[str, Mapping[str, int]]  # a split's label counts: counted key -> value -> how many
 
 
 class BadValue(ValueError):
@@ -57,6 +58,32 @@ class Loaded(Protocol):
 # One feature's encoder for one shard: (the entry's value, its files, augmented arrays or None,
 # the record's features to fill, the (key, label value) pairs to count once the entry is done).
 Encoder = Callable[[Any, Loaded, "dict[str, np.ndarray] | None", Features, "list[tuple[str, str | None]]"], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class Overlay:
+    """What a preview draws over a record's picture for one feature: its objects, placed in
+    fractions of the picture's width and height, so that any size of tile can show them."""
+
+    boxes: np.ndarray  # (N, 4) xmin, ymin, xmax, ymax
+    names: tuple[str, ...]  # what each box is labelled with (its class name)
+    colours: tuple[int, ...]  # each object's colour number (its class's place in the class list, from 1)
+    masks: np.ndarray | None = None  # (N, h, w) 0/1, at the size the picture is shown
+    keypoints: np.ndarray | None = None  # (N, K, 3) x, y, visibility (0 not labelled, 1 hidden, 2 visible)
+
+
+@dataclasses.dataclass(frozen=True)
+class ObjectLists:
+    """Where a record keeps one image's objects (one value per object in each list), for readers
+    that build tensors from them (``shardkit.tfdata``), and the names of what they build."""
+
+    key: str  # the feature's key
+    boxes: str  # built: (N, 4) float32 ymin, xmin, ymax, xmax, as TensorFlow's detection APIs take boxes
+    classes: str  # built: (N,) int64, each object's class as its place in the class list (0, 1, ...)
+    corners: tuple[str, str, str, str]  # the stored ymin, xmin, ymax and xmax lists
+    label: str  # the stored class ids
+    class_ids: tuple[int, ...]  # class i of the class list has id class_ids[i]
+    masks: str | None  # the stored per-object PNG masks, decoded in place with the images
 
 
 @dataclasses.dataclass(frozen=True)
@@ -289,6 +316,49 @@ class FeatureKind:
     def caption(self, values: list[Any], classes: list[str] | tuple[str, ...] | None) -> str | None:
         """The feature's value as a preview tile's caption shows a label, or None when it is no label."""
         return None
+
+    # -- a feature written under several keys (objects): the record as a whole ------------------
+
+    def feature_key(self, entry: Mapping[str, Any]) -> str:
+        """The config key of the feature a manifest schema entry belongs to."""
+        return str(entry["key"])
+
+    def tfds_features(self, key: str, entries: Sequence[Mapping[str, Any]], config: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The feature in TFDS's ``features.json`` from all its schema entries; None leaves it out."""
+        own = next((e for e in entries if e["key"] == key), None)
+        return None if own is None else self.tfds_feature(own, config)
+
+    def object_lists(self, key: str, config: Mapping[str, Any]) -> ObjectLists | None:
+        """Where the feature keeps objects, for ``shardkit.tfdata``; None for a feature of no objects."""
+        return None
+
+    def python_record(
+        self, key: str, config: Mapping[str, Any], record: dict[str, Any], decode_images: bool, size: tuple[int, int] | None
+    ) -> None:
+        """``ShardReader``: add to (or change in) a decoded record what the feature gives beyond its
+        keys' values. ``size``: (height, width) of the record's leading picture, where known."""
+
+    def record_problem(self, key: str, features: Mapping[str, tuple[str, Sequence[Any]]], size: tuple[int, int] | None) -> str | None:
+        """``verify --deep``: what is wrong with the feature in one record, in one line, or None.
+        ``size``: (width, height) of the record's leading picture, where it has one."""
+        return None
+
+    def overlay(
+        self, key: str, features: Mapping[str, tuple[str, Sequence[Any]]], classes: Sequence[str] | None, shown: tuple[int, int]
+    ) -> Overlay | None:
+        """What a preview draws over the record's picture, shown at ``shown`` (width, height) pixels."""
+        return None
+
+    def summary(
+        self, key: str, entries: Sequence[Mapping[str, Any]], splits: Mapping[str, tuple[int, Labels]], classes: Sequence[str]
+    ) -> dict[str, Any] | None:
+        """What ``inspect`` says of the feature as a whole (JSON-ready), from its schema entries,
+        each split's (records, label counts) and its class names; None: nothing beyond the schema table."""
+        return None
+
+    def summary_lines(self, summary: Mapping[str, Any]) -> list[str]:
+        """``summary`` as ``inspect`` prints it."""
+        return []
 
 
 TFDS = "tensorflow_datasets.core.features."

@@ -34,8 +34,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from shardkit.errors import ConfigError
+from shardkit.features import object_records
 from shardkit.features.annotations import ObjectArrays, Objects, on_image, resized
-from shardkit.features.base import BadValue, Encoder, FeatureKind, Features, FeatureSpec, Loaded, RecordStats, length_shape
+from shardkit.features.base import BadValue, Encoder, FeatureKind, Features, FeatureSpec, Labels, Loaded, ObjectLists, Overlay, RecordStats
 from shardkit.formats import image_codec
 from shardkit.formats.image_headers import ImageProblem
 from shardkit.units import plural
@@ -233,7 +234,8 @@ class ObjectsKind(FeatureKind):
             if full not in lengths and not (sub == "mask" and config.get("masks")):
                 continue
             entry: dict[str, Any] = {"key": full, "dtype": wire, "kind": self.name, "field": sub}
-            entry.update(length_shape(*lengths.get(full, (0, 0))) if full in lengths else {"shape": None, "ragged": True})
+            lo, hi = lengths.get(full, (0, 0))  # always ragged: a record may hold any number of objects
+            entry.update({"shape": None, "ragged": True, "min_length": lo, "max_length": hi})
             if sub == "class/label":
                 entry["num_classes"] = len(config.get("classes", []))
             if sub == "mask":
@@ -267,6 +269,38 @@ class ObjectsKind(FeatureKind):
         if entry.get("dtype") == "bytes":
             return list(values)
         return np.asarray(values, dtype=np.float32 if entry.get("dtype") == "float" else np.int64)
+
+    # -- after the build: the record's objects as a whole (features.object_records does the work) --
+
+    def feature_key(self, entry: Mapping[str, Any]) -> str:
+        return str(entry["key"])[: -len(entry["field"]) - 1] if entry.get("field") else str(entry["key"])
+
+    def tfds_features(self, key: str, entries: Sequence[Mapping[str, Any]], config: Mapping[str, Any]) -> dict[str, Any] | None:
+        return object_records.tfds_sequence(entries)
+
+    def object_lists(self, key: str, config: Mapping[str, Any]) -> ObjectLists | None:
+        return object_records.object_lists(key, config)
+
+    def python_record(
+        self, key: str, config: Mapping[str, Any], record: dict[str, Any], decode_images: bool, size: tuple[int, int] | None
+    ) -> None:
+        object_records.add_arrays(key, config, record, decode_images, size)
+
+    def record_problem(self, key: str, features: Mapping[str, tuple[str, Sequence[Any]]], size: tuple[int, int] | None) -> str | None:
+        return object_records.problem(key, features, size)
+
+    def overlay(
+        self, key: str, features: Mapping[str, tuple[str, Sequence[Any]]], classes: Sequence[str] | None, shown: tuple[int, int]
+    ) -> Overlay | None:
+        return object_records.overlay(key, features, classes, shown)
+
+    def summary(
+        self, key: str, entries: Sequence[Mapping[str, Any]], splits: Mapping[str, tuple[int, Labels]], classes: Sequence[str]
+    ) -> dict[str, Any] | None:
+        return object_records.summary(key, entries, splits, classes)
+
+    def summary_lines(self, summary: Mapping[str, Any]) -> list[str]:
+        return object_records.summary_lines(summary)
 
 
 def _on_lead(spec: FeatureSpec, objects: Objects, loaded: Loaded) -> ObjectArrays:
