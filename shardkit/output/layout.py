@@ -7,7 +7,7 @@ OUT/
   manifest.json                      written last, atomically
   errors.jsonl                       entries skipped with --on-error skip
   dataset_info.json, features.json   TFDS metadata (uncompressed shards only)
-  KEY.labels.txt                     the class names of each class_name feature, for TFDS
+  KEY.labels.txt                     the class names of each class_name feature, for TFDS (a/b: a.b.labels.txt)
   .shardkit/build.json               the build's fingerprint, resolved parameters and plan
   .shardkit/shards/NAME.json         one record per finished shard (the commit point)
   .shardkit/lock                     held (flock) by the one build running into OUT
@@ -75,8 +75,9 @@ def index_name(shard: str) -> str:
 
 
 def labels_name(key: str) -> str:
-    """The class names of feature ``key``, one per line, as TFDS' ``ClassLabel`` reads them."""
-    return key.replace("/", "-") + _LABELS  # a nested key (image/object) names a file, not a folder
+    """The class names of feature ``key``, one per line, where TFDS' ``ClassLabel`` reads them: a
+    ``/`` in a key becomes ``.``, as TFDS names the file (``convert_feature_name_to_filename``)."""
+    return key.replace("/", ".") + _LABELS
 
 
 def is_built_name(name: str) -> bool:

@@ -8,7 +8,9 @@
 Record ``i`` is found through the split's ``.idx`` files (one seek, one read), its CRCs are
 checked, and the Example is decoded with the manifest schema: scalars as Python numbers, fixed
 lists and ragged lists as numpy arrays, strings as ``str``; images as bytes or, with
-``decode_images=True``, as uint8 arrays. File handles are opened lazily per process, so the
+``decode_images=True``, as uint8 arrays. An objects feature ``P`` adds ``P/boxes`` ((N, 4)
+float32, ymin, xmin, ymax, xmax) and ``P/classes`` ((N,) int64, places in the class list), and
+with ``decode_images=True`` gives its masks as one (N, H, W) uint8 array. File handles are opened lazily per process, so the
 object pickles into DataLoader workers. ``out`` may be a URL (``gs://bucket/out``,
 ``s3://bucket/out``): the ``.idx`` objects are fetched at once, then each record is one ranged
 read of its bytes.
@@ -49,6 +51,11 @@ class ShardReader:
         self.split = split
         self.decode_images = decode_images
         self.schema = {f["key"]: f for f in manifest.schema}
+        # Each feature once, with its config entry, for what its kind adds to a record (objects: boxes, classes).
+        configs = manifest.config.get("features", {})
+        kinds = {of_entry(f).feature_key(f): of_entry(f) for f in manifest.schema}
+        self._features = [(key, kind, configs.get(key, {})) for key, kind in kinds.items()]
+        self._lead = next((f["key"] for f in manifest.schema if of_entry(f).leads), None)
         self._shards: list[tuple[str, list[tuple[int, int]]]] = []
         self._starts: list[int] = []
         total = 0
@@ -130,6 +137,10 @@ class ShardReader:
         for key, (dtype, values) in features.items():
             entry = self.schema.get(key)
             out[key] = of_entry(entry, dtype).python_value(entry or {}, values, self.decode_images)
+        lead = out.get(self._lead) if self._lead is not None else None
+        size = (int(lead.shape[0]), int(lead.shape[1])) if isinstance(lead, np.ndarray) and lead.ndim >= 2 else None
+        for key, kind, config in self._features:
+            kind.python_record(key, config, out, self.decode_images, size)
         return out
 
     def __getstate__(self) -> dict[str, Any]:

@@ -67,3 +67,14 @@ def test_class_labels_numbers_and_text(cls_data: Path, tmp_path: Path) -> None:
     assert [r["source_id"] for r in rows] == [b"train.jsonl:1", b"train.jsonl:2", b"train.jsonl:3"]
     assert [int(r["n"]) for r in rows] == [0, 1, 2] and [r["s"] for r in rows] == [b"t0", b"t1", b"t2"]
     assert rows[1]["x"].tolist() == [1.5, 1.0] and rows[0]["image"].shape == (32, 40, 3)
+
+
+def test_class_names_of_a_nested_key_are_where_tfds_reads_them(cls_data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    config = parse_config({"features": {"image": {"kind": "image", "column": 0}, "label/coarse": {"kind": "class_name", "column": 1}}})
+    shardkit.build(out=out, from_folder=cls_data, config=config, workers=1, progress=False)
+    assert (out / "label.coarse.labels.txt").read_text() == "cat\ndog\nfox\n"  # TFDS' own name for the file: / becomes .
+    builder = tfds.builder_from_directory(str(out))
+    assert builder.info.features["label/coarse"].names == ["cat", "dog", "fox"]
+    labels = [int(x["label/coarse"]) for x in tfds.as_numpy(builder.as_dataset(split="train", shuffle_files=False))]
+    assert labels == [int(r["label/coarse"]) for r in read_split(str(out), "train")]

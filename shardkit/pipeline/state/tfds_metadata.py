@@ -3,15 +3,18 @@
 Written from the manifest as plain JSON (no TFDS import): ``dataset_info.json`` with a file
 template that matches shardkit's own shard names (``{SPLIT}-{SHARD_X_OF_Y}.{FILEFORMAT}``), so
 one set of files serves both; ``features.json`` with each feature as its kind describes it to TFDS
-(images and masks as ``Image``, class names as ``ClassLabel`` with names in ``KEY.labels.txt``,
-numbers as ``Tensor``, strings as ``Text``). The
-``KEY/height``-style size features stay out of it: TFDS reads ``/`` as nesting, and they remain
-in every record for tf.data readers. ``output.layout`` names the files.
+(images and masks as ``Image``, class names as ``ClassLabel`` with names in the file TFDS reads
+them from, ``output.layout.labels_name``, numbers as ``Tensor``, strings as ``Text``, objects as a
+``Sequence`` of nested dicts). The ``KEY/height``-style size features stay out of it: TFDS reads
+``/`` as nesting, and they remain in every record for tf.data readers. ``output.layout`` names the files.
 """
 
 from __future__ import annotations
 
-from shardkit.features.base import TFDS
+from collections.abc import Mapping
+from typing import Any
+
+from shardkit.features.base import TFDS, FeatureKind
 from shardkit.features.registry import of_entry
 from shardkit.output import layout
 from shardkit.output.manifest import Manifest
@@ -23,11 +26,16 @@ def write(out_dir: str, manifest: Manifest, durable: bool = True) -> list[str]:
     if manifest.parameters.compression == "gzip":
         return []  # TFDS reads TFRecord shards uncompressed only
     config_features = manifest.config["features"]
-    features = {}
+    grouped: dict[str, tuple[FeatureKind, list[Mapping[str, Any]]]] = {}  # a feature's key -> its kind and schema entries
     for spec in manifest.schema:
-        key = spec["key"]
+        kind = of_entry(spec)
+        grouped.setdefault(kind.feature_key(spec), (kind, []))[1].append(spec)
+    features = {}
+    for key, (kind, entries) in grouped.items():
         if key in config_features:  # not the size features beside images
-            features[key] = of_entry(spec).tfds_feature(spec, config_features[key])
+            described = kind.tfds_features(key, entries, config_features[key])
+            if described is not None:
+                features[key] = described
     splits = [
         {
             "filepathTemplate": "{SPLIT}-{SHARD_X_OF_Y}.{FILEFORMAT}",
@@ -53,6 +61,8 @@ def write(out_dir: str, manifest: Manifest, durable: bool = True) -> list[str]:
     )
     written = [layout.DATASET_INFO, layout.FEATURES]
     for key, names in manifest.classes.items():
+        if "classLabel" not in features.get(key, {}):
+            continue  # names TFDS would not read (objects keep theirs in each record, and in label_map.pbtxt)
         atomic.write_atomic(location.join(out_dir, layout.labels_name(key)), "".join(f"{n}\n" for n in names).encode(), durable)
         written.append(layout.labels_name(key))
     return written
