@@ -22,6 +22,7 @@ from shardkit.errors import ShardkitError, UsageError
 from shardkit.features.registry import of_entry
 from shardkit.output.found import load_output
 from shardkit.output.manifest import Manifest
+from shardkit.read import tf_objects
 from shardkit.storage import location
 
 PARSE_BATCH = 256
@@ -84,6 +85,7 @@ def load(
     deterministic: bool = True,
     cache: bool = False,
     drop_remainder: bool = False,
+    max_objects: int | None = None,
 ) -> Any:
     """A ``tf.data.Dataset`` of feature dicts from a shardkit folder.
 
@@ -91,11 +93,20 @@ def load(
     ``host_index`` give each host a disjoint set of shard files; ``parse="single"`` parses
     record by record instead of in vectorised batches; ``cache`` keeps the serialized records in
     memory after the first epoch (before shuffling, so every epoch is still shuffled).
+
+    Lists of any length (ragged features) batch as ``tf.RaggedTensor``. An objects feature ``P``
+    also gives ``P/boxes`` ((N, 4) float32: ymin, xmin, ymax, xmax, fractions of the image) and
+    ``P/classes`` ((N,) int64: each object's place in the manifest's class list), and with
+    ``decode_images`` its masks as (N, H, W) uint8; ``max_objects`` pads those to exactly that
+    many objects (boxes and classes with -1, masks with 0), so that they batch densely (a record
+    with more objects is an error: ``shardkit inspect OUT`` says the most a record has).
     """
     import tensorflow as tf
 
     if parse not in ("batched", "single"):
         raise UsageError(f"parse must be 'batched' or 'single', not {parse!r}")
+    if max_objects is not None and max_objects < 1:
+        raise UsageError(f"max_objects must be at least 1, not {max_objects}")
     if not 0 <= host_index < num_hosts:
         raise UsageError(f"host_index {host_index} is outside 0..{num_hosts - 1}")
     problem = unreadable_url(out, tf.io.gfile.get_registered_schemes())
@@ -107,6 +118,9 @@ def load(
         raise ShardkitError(f"{split} has {len(files)} shard files, fewer than {num_hosts} hosts: rebuild with more shards")
     compression = "GZIP" if manifest.parameters.compression == "gzip" else ""
     spec = feature_spec(manifest)
+    objects = tf_objects.lists_of(manifest, spec)
+    if max_objects is not None and not objects:
+        raise UsageError(f"max_objects: {out} has no objects feature to pad")
     autotune = tf.data.AUTOTUNE
 
     ds = tf.data.Dataset.from_tensor_slices(files)
@@ -125,18 +139,34 @@ def load(
     if shuffle:
         ds = ds.shuffle(shuffle, seed=seed, reshuffle_each_iteration=True)
     decoders = _image_decoders(manifest) if decode_images else {}
+
+    def parsed(batch: Any) -> Any:  # serialized records -> feature dicts, objects' boxes and classes built (lists ragged)
+        return tf_objects.built(tf.io.parse_example(batch, spec), objects)
+
+    def parsed_padded(batch: Any) -> Any:
+        return tf_objects.padded(parsed(batch), objects, max_objects) if max_objects else parsed(batch)
+
     if parse == "batched" and batch_size and not decoders:
         # The vectorised parse straight on the training batches: no unbatch, no re-batch.
         ds = ds.batch(batch_size, drop_remainder=drop_remainder)
-        ds = ds.map(lambda b: tf.io.parse_example(b, spec), num_parallel_calls=autotune, deterministic=deterministic)
+        ds = ds.map(parsed_padded, num_parallel_calls=autotune, deterministic=deterministic)
         return ds.prefetch(autotune)
-    if parse == "batched":
-        ds = ds.batch(PARSE_BATCH).map(lambda b: tf.io.parse_example(b, spec), num_parallel_calls=autotune, deterministic=deterministic)
-        ds = ds.unbatch()
-    else:
-        ds = ds.map(lambda r: tf.io.parse_single_example(r, spec), num_parallel_calls=autotune, deterministic=deterministic)
-    if decoders:
-        ds = ds.map(lambda x: _decode(x, decoders), num_parallel_calls=autotune, deterministic=deterministic)
+    # Parsed as a batch (of one record, with parse="single") and unbatched: lists then stay ragged
+    # tensors of one record, which batch again into ragged batches where plain tensors would not.
+    ds = ds.batch(PARSE_BATCH if parse == "batched" else 1)
+    ds = ds.map(parsed, num_parallel_calls=autotune, deterministic=deterministic).unbatch()
+    if decoders or max_objects:
+        lead = next((f["key"] for f in manifest.schema if of_entry(f).leads and f["key"] in decoders), None)
+        parsed_spec, rebatch = ds.element_spec, tf_objects.has_ragged(ds.element_spec)
+
+        def record(x: Any) -> Any:
+            decoded = tf_objects.decoded_masks(_decode(x, decoders), objects, lead)
+            decoded = tf_objects.one_padded(decoded, objects, max_objects) if max_objects else decoded
+            return tf_objects.as_batch_of_one(decoded, parsed_spec) if rebatch else decoded
+
+        ds = ds.map(record, num_parallel_calls=autotune, deterministic=deterministic)
+        if rebatch:  # each record came out as a batch of one, to keep its lists ragged: see as_batch_of_one
+            ds = ds.unbatch()
     if batch_size:
         ds = ds.batch(batch_size, drop_remainder=drop_remainder, num_parallel_calls=autotune, deterministic=deterministic)
     return ds.prefetch(autotune)

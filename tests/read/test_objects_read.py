@@ -1,5 +1,6 @@
-"""Objects read back: ``ShardReader`` (NumPy arrays) and TFDS (a Sequence of the OD API's lists),
-each compared with TensorFlow's own parse and decode of the shards."""
+"""Objects read back: ``shardkit.tfdata`` (boxes, classes, masks; ragged batches and padded ones),
+``ShardReader`` (NumPy arrays) and TFDS (a Sequence of the OD API's lists), each compared with
+TensorFlow's own parse and decode of the shards."""
 
 from __future__ import annotations
 
@@ -9,7 +10,12 @@ from typing import Any
 import numpy as np
 import pytest
 
+import shardkit
+import shardkit.tfdata
+from shardkit import demo
+from shardkit.errors import UsageError
 from shardkit.reader import ShardReader
+from tests.paths import REPO
 from tests.tfread import shard_files, spec_from_manifest
 
 tf = pytest.importorskip("tensorflow")
@@ -41,6 +47,82 @@ def expected(record: dict[str, Any], ids: dict[int, int] = COCO_IDS) -> tuple[np
 @pytest.fixture(scope="module")
 def coco_records(coco_shards: Path) -> dict[bytes, dict[str, Any]]:
     return tf_records(coco_shards, "val")
+
+
+@pytest.fixture(scope="module")
+def same_size(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A COCO set of 64x48 images, 1-5 objects each (demo.make_detection), built with masks: images that batch."""
+    root = demo.make_detection(tmp_path_factory.mktemp("same-size"), train=6, val=1, width=64, height=48)
+    out = tmp_path_factory.mktemp("same-size-out") / "out"
+    annotations = root / "annotations" / "instances_train2017.json"
+    shardkit.build([annotations], out, config=REPO / "configs" / "coco-instance-masks.yaml", workers=1, progress=False)
+    return out
+
+
+def test_tfdata_gives_boxes_classes_and_masks_per_record(coco_shards: Path, coco_records: dict[bytes, dict[str, Any]]) -> None:
+    seen = 0
+    for x in shardkit.tfdata.load(str(coco_shards), "val"):
+        boxes, classes, masks = expected(coco_records[x["image/filename"].numpy()])
+        np.testing.assert_array_equal(x[f"{P}/boxes"].numpy(), boxes)
+        np.testing.assert_array_equal(x[f"{P}/classes"].numpy(), classes)
+        np.testing.assert_array_equal(x[f"{P}/mask"].numpy(), masks)  # (N, H, W); (0, H, W) for an image with no objects
+        assert x[f"{P}/mask"].dtype == tf.uint8 and x[f"{P}/boxes"].shape == (len(classes), 4)
+        seen += 1
+    assert seen == 6
+
+
+def test_parsed_singly_or_in_batches_the_records_are_the_same(coco_shards: Path) -> None:
+    def values(ds: Any) -> list[tuple[bytes, list[float], list[int]]]:
+        return [(x["image/filename"].numpy(), x[f"{P}/boxes"].numpy().ravel().tolist(), x[f"{P}/classes"].numpy().tolist()) for x in ds]
+
+    batched = values(shardkit.tfdata.load(str(coco_shards), "val", decode_images=False))
+    assert values(shardkit.tfdata.load(str(coco_shards), "val", decode_images=False, parse="single")) == batched
+    assert values(shardkit.tfdata.load(str(coco_shards), "val")) == batched
+
+
+def test_batches_are_ragged_or_padded_to_max_objects(coco_shards: Path, coco_records: dict[bytes, dict[str, Any]]) -> None:
+    for parse in ("batched", "single"):
+        batch = next(iter(shardkit.tfdata.load(str(coco_shards), "val", decode_images=False, batch_size=6, parse=parse)))
+        assert isinstance(batch[f"{P}/boxes"], tf.RaggedTensor) and batch[f"{P}/boxes"].shape.as_list() == [6, None, 4]
+        for i, name in enumerate(batch["image/filename"].numpy()):
+            boxes, classes, _ = expected(coco_records[name])
+            np.testing.assert_array_equal(batch[f"{P}/boxes"][i].numpy(), boxes)
+            np.testing.assert_array_equal(batch[f"{P}/classes"][i].numpy(), classes)
+    padded = next(iter(shardkit.tfdata.load(str(coco_shards), "val", decode_images=False, batch_size=6, max_objects=4)))
+    assert padded[f"{P}/boxes"].shape == (6, 4, 4) and padded[f"{P}/classes"].shape == (6, 4)
+    for i, name in enumerate(padded["image/filename"].numpy()):
+        boxes, classes, _ = expected(coco_records[name])
+        n = len(classes)
+        np.testing.assert_array_equal(padded[f"{P}/boxes"][i, :n].numpy(), boxes)
+        assert (padded[f"{P}/boxes"][i, n:].numpy() == -1).all() and (padded[f"{P}/classes"][i, n:].numpy() == -1).all()
+
+
+def test_decoded_images_and_masks_batch_densely_or_raggedly(same_size: Path) -> None:
+    records = tf_records(same_size, "train")
+    ids = {1: 0, 3: 1}  # demo.DETECTION_CLASSES: circle 1, box 3
+    ragged = next(iter(shardkit.tfdata.load(str(same_size), "train", batch_size=6)))
+    assert ragged["image/encoded"].shape == (6, 48, 64, 3)
+    assert ragged[f"{P}/mask"].shape.as_list() == [6, None, 48, 64] and ragged[f"{P}/bbox/xmin"].shape.as_list() == [6, None]
+    dense = next(iter(shardkit.tfdata.load(str(same_size), "train", batch_size=6, max_objects=5)))
+    assert dense[f"{P}/mask"].shape == (6, 5, 48, 64) and dense[f"{P}/boxes"].shape == (6, 5, 4)
+    for i, name in enumerate(dense["image/filename"].numpy()):
+        boxes, classes, masks = expected(records[name], ids)
+        n = len(classes)
+        np.testing.assert_array_equal(ragged[f"{P}/mask"][i].numpy(), masks)
+        np.testing.assert_array_equal(dense[f"{P}/mask"][i, :n].numpy(), masks)
+        assert not dense[f"{P}/mask"][i, n:].numpy().any()
+        np.testing.assert_array_equal(dense[f"{P}/boxes"][i, :n].numpy(), boxes)
+        np.testing.assert_array_equal(dense[f"{P}/classes"][i, :n].numpy(), classes)
+
+
+def test_max_objects_is_checked(coco_shards: Path, seg_data: Path, tmp_path: Path) -> None:
+    with pytest.raises(tf.errors.InvalidArgumentError, match="more than max_objects=2 objects"):
+        list(shardkit.tfdata.load(str(coco_shards), "val", max_objects=2))
+    with pytest.raises(UsageError, match="max_objects must be at least 1"):
+        shardkit.tfdata.load(str(coco_shards), "val", max_objects=0)
+    shardkit.build([seg_data / "val.txt"], tmp_path / "seg", workers=1, progress=False)
+    with pytest.raises(UsageError, match="has no objects feature to pad"):
+        shardkit.tfdata.load(str(tmp_path / "seg"), "val", max_objects=3)
 
 
 def test_shard_reader_gives_numpy_arrays(coco_shards: Path, coco_records: dict[bytes, dict[str, Any]]) -> None:

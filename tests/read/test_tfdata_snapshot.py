@@ -187,3 +187,19 @@ def test_snapshot_from_a_script_without_a_main_guard_and_a_preprocess_that_print
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines() == ["records 24"]  # printed once: the script ran once
     assert "tracing prep" in done.stderr
+
+
+def test_lists_of_any_length_batch_raggedly_with_images_decoded_and_parsed_singly(cls_data: Path, tmp_path: Path) -> None:
+    import tensorflow as tf
+
+    from shardkit.pipeline.config import parse_config
+
+    images = sorted(cls_data.glob("train/*/*.jpg"))[:5]
+    (tmp_path / "train.jsonl").write_text("".join(f'{{"image": "{p}", "x": {list(range(i))}}}\n' for i, p in enumerate(images)))
+    config = parse_config({"features": {"image": {"kind": "image"}, "x": {"kind": "int64"}}})
+    shardkit.build([tmp_path / "train.jsonl"], tmp_path / "out", config=config, workers=1, progress=False)
+    want = sorted(list(range(i)) for i in range(5))
+    for options in ({}, {"parse": "single"}, {"decode_images": False}, {"decode_images": False, "parse": "single"}):
+        batch = next(iter(load(str(tmp_path / "out"), "train", batch_size=5, **options)))  # type: ignore[arg-type]
+        assert isinstance(batch["x"], tf.RaggedTensor), options
+        assert sorted(batch["x"].to_list()) == want, options
