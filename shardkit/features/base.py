@@ -66,8 +66,9 @@ class Overlay:
     fractions of the picture's width and height, so that any size of tile can show them."""
 
     boxes: np.ndarray  # (N, 4) xmin, ymin, xmax, ymax
-    names: tuple[str, ...]  # what each box is labelled with (its class name)
+    names: tuple[str, ...]  # each object's class name
     colours: tuple[int, ...]  # each object's colour number (its class's place in the class list, from 1)
+    crowd: tuple[bool, ...] | None = None  # which boxes hold a crowd rather than one object
     masks: np.ndarray | None = None  # (N, h, w) 0/1, at the size the picture is shown
     keypoints: np.ndarray | None = None  # (N, K, 3) x, y, visibility (0 not labelled, 1 hidden, 2 visible)
 
@@ -348,6 +349,11 @@ class FeatureKind:
     ) -> Overlay | None:
         """What a preview draws over the record's picture, shown at ``shown`` (width, height) pixels."""
         return None
+
+    def found_in(self, features: Mapping[str, tuple[str, Sequence[Any]]]) -> list[str]:
+        """The keys of features of this kind that previews draw (``overlay``) in a record no
+        manifest describes (a file another tool wrote), told by its keys."""
+        return []
 
     def summary(
         self, key: str, entries: Sequence[Mapping[str, Any]], splits: Mapping[str, tuple[int, Labels]], classes: Sequence[str]

@@ -11,6 +11,7 @@ were written into every record of a set with keypoints left them out where there
 from __future__ import annotations
 
 import textwrap
+import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -116,22 +117,28 @@ def add_arrays(prefix: str, config: Mapping[str, Any], record: dict[str, Any], d
 
 
 def overlay(prefix: str, features: Record, classes: Sequence[str] | None, shown: tuple[int, int]) -> Overlay:
-    """The record's objects to draw on a picture shown at ``shown`` (width, height): boxes named by
-    class (crowds marked), coloured by their class's place in ``classes``, masks shrunk to the
-    shown size, keypoints. Damaged lists are drawn as far as they go: ``verify --deep`` names them."""
+    """The record's objects to draw on a picture shown at ``shown`` (width, height): boxes with
+    their class names (crowds marked), coloured by their class's place in ``classes``, masks
+    shrunk to the shown size, keypoints. Damaged lists are drawn as far as they go: ``verify
+    --deep`` names what is wrong with them."""
     found = lists(prefix, features)
     columns = [np.asarray(found.get(name, ()), dtype=np.float64) for name in CORNERS]
     text = [v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v) for v in found.get(TEXT, ())]
     n = min(len(c) for c in columns)
     boxes = np.stack([c[:n] for c in columns], axis=1) if n else np.zeros((0, 4))
+    names = tuple(text[i] if i < len(text) else "?" for i in range(n))
     places = {name: i + 1 for i, name in enumerate(classes or ())}
+    # A name the class list lacks (a file with no manifest) gets a colour from its own bytes: the same on every tile.
+    colours = tuple(places.get(name) or len(places) + 1 + zlib.crc32(name.encode()) % 19 for name in names)
     crowd = list(found.get(CROWD, ()))
-    names, colours = [], []
-    for i in range(n):
-        name = text[i] if i < len(text) else "?"
-        names.append(name + (" (crowd)" if i < len(crowd) and crowd[i] else ""))
-        colours.append(places.get(name, len(places) + 1))
-    return Overlay(boxes, tuple(names), tuple(colours), _masks(found.get(MASK), n, shown), _keypoints(found, n))
+    crowds = tuple(bool(crowd[i]) if i < len(crowd) else False for i in range(n))
+    return Overlay(boxes, names, colours, crowds, _masks(found.get(MASK), n, shown), _keypoints(found, n))
+
+
+def found_in(features: Record) -> list[str]:
+    """The keys ``P`` of the objects in a record another tool wrote: where ``P/bbox/xmin`` is."""
+    tail = "/" + CORNERS[0]
+    return sorted(key[: -len(tail)] for key in features if key.endswith(tail))
 
 
 def _masks(pngs: Sequence[Any] | None, n: int, shown: tuple[int, int]) -> np.ndarray | None:

@@ -294,6 +294,9 @@ class ObjectsKind(FeatureKind):
     ) -> Overlay | None:
         return object_records.overlay(key, features, classes, shown)
 
+    def found_in(self, features: Mapping[str, tuple[str, Sequence[Any]]]) -> list[str]:
+        return object_records.found_in(features)
+
     def summary(
         self, key: str, entries: Sequence[Mapping[str, Any]], splits: Mapping[str, tuple[int, Labels]], classes: Sequence[str]
     ) -> dict[str, Any] | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,6 +23,7 @@ import numpy as np
 from PIL import Image
 
 from shardkit.errors import EntryError, ShardkitError, UsageError
+from shardkit.features.base import Overlay
 from shardkit.formats import image_headers
 from shardkit.formats.example_proto import decode_example
 from shardkit.pipeline.config import Config
@@ -139,11 +141,16 @@ def augmentation_sheet(
     copies: int = 4,
     seed: int = 0,
 ) -> Image.Image:
-    """The contact sheet of ``augmentation_records``: one row per entry, the original then its copies."""
+    """The contact sheet of ``augmentation_records``: one row per entry, the original then its
+    copies; originals alone (a config with no augment section) in a grid."""
     preview = augmentation_records(
         indexes, config=config, from_folder=from_folder, split=split, ignore=ignore, entries=entries, copies=copies, seed=seed, full=False
     )
-    return sheet.render(sheet_rows(preview), title=title(preview))
+    rows = sheet_rows(preview)
+    if len(rows) > 1 and all(len(row) == 1 for row in rows):  # originals alone (no augment section): a grid, not a column
+        width = math.ceil(math.sqrt(len(rows)))
+        rows = [[row[0] for row in rows[i : i + width]] for i in range(0, len(rows), width)]
+    return sheet.render(rows, title=title(preview))
 
 
 def sheet_rows(preview: AugmentationPreview) -> list[list[sheet.Tile]]:
@@ -167,7 +174,9 @@ def sheet_rows(preview: AugmentationPreview) -> list[list[sheet.Tile]]:
                 if not row:
                     caption.append(entry.identity)
                 mask = record.pixels[mask_key] if mask_key is not None else None
-                row.append(sheet.Tile(record.pixels[image_key], mask, caption))
+                image = record.pixels[image_key]
+                drawn = _objects(cfg, record, (int(image.shape[1]), int(image.shape[0]))) if image_key == first else []
+                row.append(sheet.Tile(image, mask, caption, drawn))
         rows.append(row)
     return rows
 
@@ -270,6 +279,12 @@ def _thumbnails(features: dict[str, tuple[str, list[Any]]], pictures: dict[str, 
         else:
             out[key] = decode_picture(data)[0]
     return out
+
+
+def _objects(cfg: Config, record: Record, shown: tuple[int, int]) -> list[Overlay]:
+    """What each feature draws over the record's first image (its objects), as its kind draws them."""
+    drawn = (spec.kind.overlay(spec.key, record.features, spec.classes, shown) for spec in cfg.features)
+    return [overlay for overlay in drawn if overlay is not None]
 
 
 def _labels(cfg: Config, record: Record) -> list[str]:

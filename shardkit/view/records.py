@@ -25,7 +25,8 @@ from PIL import Image
 
 from shardkit.check.inspection import sniff
 from shardkit.errors import ShardkitError, UsageError
-from shardkit.features.registry import of_entry
+from shardkit.features.base import Overlay
+from shardkit.features.registry import KINDS, of_entry
 from shardkit.formats import image_codec, image_headers, tfrecord_scan
 from shardkit.formats.example_proto import BYTES, INT64, DecodeError, decode_example
 from shardkit.output.found import Output, expand
@@ -190,7 +191,12 @@ def roles(record: Record) -> tuple[str | None, str | None]:
         image = next((f["key"] for f in schema if of_entry(f).leads), None)
         mask = next((f["key"] for f in schema if of_entry(f).follows_lead), None)
         return image, mask
-    pictures = [k for k, (dtype, values) in features.items() if dtype == BYTES and values and sniff(values[0]) in ("jpeg", "png")]
+    claimed = _drawn_keys(record)  # instance masks are drawn with their objects, not as the record's mask
+    pictures = [
+        k
+        for k, (dtype, values) in features.items()
+        if dtype == BYTES and values and sniff(values[0]) in ("jpeg", "png") and k not in claimed
+    ]
     masks = [k for k in pictures if any(name in k.lower() for name in MASK_NAMES) and _single_channel(features[k][1][0])]
     images = sorted((k for k in pictures if k not in masks), key=lambda k: ("image" not in k.lower(), k))
     return (images[0] if images else None), (masks[0] if masks and images else None)
@@ -203,7 +209,8 @@ def captions(record: Record) -> list[str]:
     identity = next((k for k in IDENTITY_KEYS if features.get(k, ("", []))[0] == BYTES and features[k][1]), None)
     if identity is not None:
         lines.append(_text(features[identity][1][0]))
-    labels = [_label(record, key) for key in sorted(features) if _is_label(record, key)]
+    claimed = _drawn_keys(record) if record.output is None else set()  # objects' classes are named on their boxes
+    labels = [_label(record, key) for key in sorted(features) if key not in claimed and _is_label(record, key)]
     if labels:
         lines.append(", ".join(labels))
     lines.append(record.where)
@@ -256,12 +263,36 @@ def _tile(record: Record) -> tuple[Tile, bool]:
     except image_headers.ImageProblem as exc:
         return Tile(blank, None, [f"{image_key}: {exc}", *lines[-1:]]), False
     mask = None
+    shown = (image.shape[1], image.shape[0])
     if mask_key is not None:
         try:
-            mask = decode_mask(record.features[mask_key][1][0], size, (image.shape[1], image.shape[0]))
+            mask = decode_mask(record.features[mask_key][1][0], size, shown)
         except image_headers.ImageProblem as exc:
             lines.insert(0, f"{mask_key}: {exc}")
-    return Tile(image, mask, lines), True
+    return Tile(image, mask, lines, objects(record, shown)), True
+
+
+def _drawn_keys(record: Record) -> set[str]:
+    """In a file another tool wrote, the keys of the objects a kind finds there (``P/...``)."""
+    prefixes = [key + "/" for kind in KINDS.values() for key in kind.found_in(record.features)]
+    return {k for k in record.features if k.startswith(tuple(prefixes))} if prefixes else set()
+
+
+def objects(record: Record, shown: tuple[int, int]) -> list[Overlay]:
+    """What the record's features draw over its picture (objects), found by the manifest's schema
+    or, in a file another tool wrote, by each kind from the keys."""
+    found: list[Overlay] = []
+    if record.output is not None:
+        manifest = record.output.manifest
+        kinds = {of_entry(f).feature_key(f): of_entry(f) for f in manifest.schema}
+        drawn = [(kind, key, manifest.classes.get(key)) for key, kind in kinds.items()]
+    else:
+        drawn = [(kind, key, None) for kind in KINDS.values() for key in kind.found_in(record.features)]
+    for kind, key, classes in drawn:
+        overlay = kind.overlay(key, record.features, classes, shown)
+        if overlay is not None:
+            found.append(overlay)
+    return found
 
 
 def thumbnail_size(size: tuple[int, int], limit: int = THUMBNAIL) -> tuple[int, int]:

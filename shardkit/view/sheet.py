@@ -1,4 +1,4 @@
-"""Contact sheets: tiles of images in rows, masks overlaid in colour, captions, a legend.
+"""Contact sheets: tiles of images in rows, masks overlaid in colour, objects drawn, captions, a legend.
 
 Pure drawing with numpy and Pillow: no TensorFlow, no matplotlib. A class value keeps its colour
 on every sheet (a fixed palette, value 0 drawn as no colour: background), and the sheet stays
@@ -13,12 +13,16 @@ from collections.abc import Sequence
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
+from shardkit.features.base import Overlay
+from shardkit.view import boxes
+
 BACKGROUND = (255, 255, 255)
 INK = (20, 20, 20)
 GAP = 6  # pixels between tiles, and around the sheet
 LINE = 12  # pixels of one caption line (Pillow's built-in font)
 MAX_WIDTH = 2000
 TILE_HEIGHT = 160  # the tallest a tile is drawn; smaller when the widest row would not fit
+OBJECTS_TILE_HEIGHT = 240  # the same on a sheet with objects drawn: their names must be read on the picture
 MIN_TILE_HEIGHT = 80  # smaller images are enlarged (nearest neighbour), so that they and their captions can be read
 OVERLAY_ALPHA = 0.45
 COLOUR_CODED = 1 << 24  # marks a class that is an RGB mask's colour (see as_classes)
@@ -34,11 +38,13 @@ _PALETTE = [
 @dataclasses.dataclass
 class Tile:
     """One picture on a sheet: an image (HxW, HxWx1, HxWx3 or HxWx4, uint8), an optional mask of
-    class values of the same height and width, and caption lines drawn under it."""
+    class values of the same height and width, caption lines drawn under it, and objects drawn
+    on it (boxes, instance masks, keypoints: ``view.boxes``)."""
 
     image: np.ndarray
     mask: np.ndarray | None = None
     caption: Sequence[str] = ()
+    objects: Sequence[Overlay] = ()
 
 
 def colour(value: int) -> tuple[int, int, int]:
@@ -103,19 +109,31 @@ def classes_in(tiles: Sequence[Tile]) -> list[int]:
     return sorted(found)
 
 
+def objects_in(tiles: Sequence[Tile]) -> dict[int, str]:
+    """The classes of the objects on these tiles: colour number -> class name, sorted."""
+    found: dict[int, str] = {}
+    for tile in tiles:
+        for overlay in tile.objects:
+            found.update(zip(overlay.colours, overlay.names, strict=False))
+    return dict(sorted(found.items()))
+
+
 def render(
     rows: Sequence[Sequence[Tile]],
     *,
     title: str | None = None,
     legend: dict[int, str] | None = None,
     max_width: int = MAX_WIDTH,
-    tile_height: int = TILE_HEIGHT,
+    tile_height: int | None = None,
 ) -> Image.Image:
-    """The sheet: ``rows`` of tiles at one height (shrunk to fit ``max_width``; images under
-    ``MIN_TILE_HEIGHT`` enlarged by a whole factor), masks overlaid,
+    """The sheet: ``rows`` of tiles at one height (``tile_height`` at most: by default
+    ``TILE_HEIGHT``, or ``OBJECTS_TILE_HEIGHT`` with objects; shrunk to fit ``max_width``; images under
+    ``MIN_TILE_HEIGHT`` enlarged by a whole factor), masks overlaid, objects drawn,
     captions under each tile, ``title`` on top and a legend of the mask classes shown at the
-    bottom (``legend`` names them; unnamed ones show their value)."""
+    bottom (``legend`` names them; unnamed ones show their value), then of the objects' classes."""
     font = ImageFont.load_default()
+    if tile_height is None:
+        tile_height = OBJECTS_TILE_HEIGHT if any(tile.objects for row in rows for tile in row) else TILE_HEIGHT
     sizes = [[_size(tile) for tile in row] for row in rows]
     tallest = max((h for row in sizes for h, _ in row), default=1)
     height = min(tile_height, tallest)
@@ -132,8 +150,9 @@ def render(
     row_height = height + lines * LINE + GAP
     width = max((sum(p.width for p in row) + GAP * (len(row) - 1) for row in scaled), default=1) + 2 * GAP
     classes = classes_in([t for row in rows for t in row])
+    objects = objects_in([t for row in rows for t in row])
     top = GAP + (LINE + GAP if title else 0)
-    bottom = (LINE + GAP) if classes else 0
+    bottom = (LINE + GAP) if classes or objects else 0
     sheet = Image.new("RGB", (max(width, 200), top + row_height * len(scaled) + bottom + GAP), BACKGROUND)
     draw = ImageDraw.Draw(sheet)
     if title:
@@ -147,15 +166,17 @@ def render(
                 draw.text((x, y + height + 1 + i * LINE), _fit(draw, font, text, picture.width), fill=INK, font=font)
             x += picture.width + GAP
         y += row_height
-    if classes:
-        x = GAP
-        for value in classes:
-            name = (legend or {}).get(value) or (f"#{value & 0xFFFFFF:06x}" if value >= COLOUR_CODED else str(value))
-            draw.rectangle((x, y + 1, x + 9, y + 10), fill=colour(value), outline=INK)
-            draw.text((x + 13, y), name, fill=INK, font=font)
-            x += 13 + int(draw.textlength(name, font=font)) + 12
-            if x > sheet.width - 40:
-                break
+    keys = [
+        (value, (legend or {}).get(value) or (f"#{value & 0xFFFFFF:06x}" if value >= COLOUR_CODED else str(value))) for value in classes
+    ]
+    keys += [(value, name) for value, name in objects.items() if (value, name) not in keys]  # an object's class: its box's colour
+    x = GAP
+    for value, name in keys:
+        draw.rectangle((x, y + 1, x + 9, y + 10), fill=colour(value), outline=INK)
+        draw.text((x + 13, y), name, fill=INK, font=font)
+        x += 13 + int(draw.textlength(name, font=font)) + 12
+        if x > sheet.width - 40:
+            break
     return sheet
 
 
@@ -180,9 +201,9 @@ def _picture(tile: Tile, height: int) -> Image.Image:
             rows = np.arange(size[1]) * values.shape[0] // size[1]
             cols = np.arange(size[0]) * values.shape[1] // size[0]
             mask = values[rows][:, cols]
-    if mask is None:
-        return image
-    return Image.fromarray(overlay(np.asarray(image), mask), "RGB")
+    if mask is not None:
+        image = Image.fromarray(overlay(np.asarray(image), mask), "RGB")
+    return boxes.draw(image, tile.objects, colour) if tile.objects else image
 
 
 def _fit(draw: ImageDraw.ImageDraw, font: ImageFont.ImageFont | ImageFont.FreeTypeFont, text: str, width: int) -> str:
