@@ -112,3 +112,23 @@ def test_a_file_another_tool_wrote_has_its_objects_found_by_their_keys(coco_shar
     assert len(set(colours.values())) == len(colours)  # a colour per class name, the same on every tile
     picture = record_sheet([str(lone)], count=6, seed=0)
     assert isinstance(picture, Image.Image)
+
+
+def test_augmented_copies_show_the_boxes_the_build_writes(coco_set: Path, tmp_path: Path) -> None:
+    import shardkit
+    from shardkit.formats.tfrecord_io import read_records
+
+    config = REPO / "configs" / "coco-detection.yaml"  # two augmented copies besides the original: boxes move
+    shardkit.build([coco_set], tmp_path / "out", config=config, workers=1, seed=3, progress=False)
+    built = {r for shard in (tmp_path / "out").glob("*.tfrecord") for r in read_records(str(shard))}
+    preview = augmentation_records([coco_set], config=config, entries=6, copies=2, seed=3, full=False)
+    rows = sheet_rows(preview)
+    moved = 0
+    for entry, row in zip(preview.entries, rows, strict=True):
+        for record, tile in zip(entry.records, row, strict=True):
+            assert record.data in built  # the very record the build wrote
+            (overlay,) = tile.objects
+            corners = [record.features[f"{P}/bbox/{k}"][1] for k in ("xmin", "ymin", "xmax", "ymax")]
+            np.testing.assert_array_equal(overlay.boxes, np.array(corners, dtype=np.float64).T.reshape(-1, 4))
+            moved += not np.array_equal(overlay.boxes, row[0].objects[0].boxes)
+    assert moved  # some copy's boxes moved with its pixels
