@@ -10,8 +10,8 @@ checked, and the Example is decoded with the manifest schema: scalars as Python 
 lists and ragged lists as numpy arrays, strings as ``str``; images as bytes or, with
 ``decode_images=True``, as uint8 arrays. An objects feature ``P`` adds ``P/boxes`` ((N, 4)
 float32, ymin, xmin, ymax, xmax) and ``P/classes`` ((N,) int64, places in the class list), and
-with ``decode_images=True`` gives its masks as one (N, H, W) uint8 array. File handles are opened lazily per process, so the
-object pickles into DataLoader workers. ``out`` may be a URL (``gs://bucket/out``,
+with ``decode_images=True`` gives its masks as one (N, H, W) uint8 array. File handles are
+opened lazily per process, so the object pickles into DataLoader workers. ``out`` may be a URL (``gs://bucket/out``,
 ``s3://bucket/out``): the ``.idx`` objects are fetched at once, then each record is one ranged
 read of its bytes.
 """

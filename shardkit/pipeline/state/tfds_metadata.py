@@ -5,8 +5,9 @@ template that matches shardkit's own shard names (``{SPLIT}-{SHARD_X_OF_Y}.{FILE
 one set of files serves both; ``features.json`` with each feature as its kind describes it to TFDS
 (images and masks as ``Image``, class names as ``ClassLabel`` with names in the file TFDS reads
 them from, ``output.layout.labels_name``, numbers as ``Tensor``, strings as ``Text``, objects as a
-``Sequence`` of nested dicts). The ``KEY/height``-style size features stay out of it: TFDS reads
-``/`` as nesting, and they remain in every record for tf.data readers. ``output.layout`` names the files.
+``Sequence`` of nested dicts). The ``KEY/height``-style size features stay out of it: TFDS
+reads ``/`` as nesting, and they remain in every record for tf.data readers. ``output.layout``
+names the files.
 """
 
 from __future__ import annotations
