@@ -20,7 +20,7 @@ from PIL import Image, ImageDraw
 CLASSES = ("background", "circle", "box")
 
 
-def _scene(rng: np.random.Generator, width: int, height: int) -> tuple[Image.Image, Image.Image]:
+def _scene(rng: np.random.Generator, width: int, height: int, shapes: bool = True) -> tuple[Image.Image, Image.Image]:
     yy, xx = np.mgrid[0:height, 0:width].astype(np.float32)
     base = rng.uniform(40, 200, size=3)
     tilt = rng.uniform(-0.15, 0.15, size=(2, 3))
@@ -28,7 +28,7 @@ def _scene(rng: np.random.Generator, width: int, height: int) -> tuple[Image.Ima
     image = Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8), "RGB")
     mask = Image.new("L", (width, height), 0)
     draw, mdraw = ImageDraw.Draw(image), ImageDraw.Draw(mask)
-    for _ in range(int(rng.integers(2, 6))):
+    for _ in range(int(rng.integers(2, 6)) if shapes else 0):
         cls = int(rng.integers(1, len(CLASSES)))
         x0, y0 = int(rng.integers(0, width - 20)), int(rng.integers(0, height - 20))
         x1 = min(width - 1, x0 + int(rng.integers(15, max(16, width // 3))))
@@ -99,7 +99,7 @@ def make_detection(root: str | Path, train: int = 160, val: int = 40, width: int
         (root / split).mkdir(exist_ok=True)
         images, annotations = [], []
         for i in range(count):
-            image, _ = _scene(rng, width, height)
+            image, _ = _scene(rng, width, height, shapes=False)  # every shape on it is an annotated object
             image_id = 1000 * (split == "val2017") + i + 1
             for category, polygon in _objects(rng, image):
                 xs, ys = polygon[0::2], polygon[1::2]
