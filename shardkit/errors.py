@@ -25,13 +25,15 @@ class ConfigError(ShardkitError):
 
 
 class EntryError(ShardkitError):
-    """One input entry (an index line or a folder image) cannot become a record."""
+    """One input entry (an index line or a folder image) cannot become a record. ``line`` 0: a
+    part of the input with no line of its own (a COCO annotation that names no image), which
+    ``reason`` names itself."""
 
     def __init__(self, source: str, line: int, reason: str) -> None:
         self.source = source
         self.line = line
         self.reason = reason
-        super().__init__(f"{source}:{line}: {reason}")
+        super().__init__(f"{source}:{line}: {reason}" if line else f"{source}: {reason}")
 
     def __reduce__(self) -> tuple[type, tuple[str, int, str]]:  # exceptions cross process boundaries
         return (type(self), (self.source, self.line, self.reason))
