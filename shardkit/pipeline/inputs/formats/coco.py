@@ -1,23 +1,43 @@
 """COCO JSON (``instances_*.json``, or any JSON with ``images``, ``annotations`` and
-``categories``): one row per image with all of its annotations.
+``categories``): one row per image with all of its annotations, streamed in bounded memory.
 
 Boxes ``[x, y, w, h]`` become corners in pixels; ``category_id`` is kept as the class id (the
 dataset's own, not necessarily contiguous); ``iscrowd``, ``area``, polygon or RLE
 ``segmentation`` and ``keypoints`` ride along. Every image is a row, with or without objects. The
 split is told by the file name (``instances_val2017.json`` -> ``val``); images are found in the
 standard layout (``annotations/instances_val2017.json`` beside ``val2017/``), else beside the file.
+
+A COCO file is one JSON document (train2017's is 450 MB, which ``json.load`` needs 2 to 3 GB for)
+whose annotations are interleaved across its images. It is read in passes of ijson's C parser
+(``streamed_json``): the categories (kept for the process: the label map reads them first), the
+images (a pass that stops at the end of their array), then the annotations, each written to a
+temporary file by its image's position: a bucket holds a run of consecutive images, so buckets in
+order are images in order. Each bucket is then loaded and grouped alone. Memory is one bucket and
+a map from image ids to positions, whatever the size of the file.
+
+A row's line is its image's position in ``images`` (1-based). An image whose annotations cannot
+become its objects (a category that is no category, a bbox that is not one) is an entry error
+there; an annotation that names no image is one of its own, with no line. A file that is not valid
+JSON (cut short, say) stops the build with its line and column, ``--on-error skip`` or not.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import json
+import functools
+import io
 import os
+import pickle
 import re
-from collections.abc import Iterator
-from typing import Any
+import shutil
+import tempfile
+from collections.abc import Generator, Iterator
+from operator import itemgetter
+from typing import IO, Any
 
 from shardkit.errors import EntryError, ShardkitError
+from shardkit.pipeline.inputs.formats import streamed_json
 from shardkit.pipeline.inputs.formats.annotations import DetectionFormat, detection_row
 from shardkit.pipeline.inputs.formats.input_format import Piece, Row
 from shardkit.storage import location
@@ -26,6 +46,13 @@ _TASK_PREFIX = re.compile(r"^(instances|person_keypoints|captions|panoptic)_", r
 _YEAR = re.compile(r"\d{4}$")
 _KEYS = re.compile(rb'"(images|annotations|categories)"\s*:\s*\[')
 _PEEK = 1 << 20
+_NOT_COCO = "a COCO file"
+_BUCKET_BYTES = 4 << 20  # of the file per bucket of images: about 25 MB of Python objects once loaded
+_BUFFER_BYTES = 16 << 20  # annotations held before they are appended to their buckets' files
+_IMAGES_CHUNK = 4096  # images pickled together
+# What a bucket keeps of an annotation: (position of its image, its index in annotations, id,
+# bbox, category_id, iscrowd, area, whether it has a segmentation, segmentation, keypoints).
+Annotation = tuple[int, int, Any, Any, Any, Any, Any, bool, Any, Any]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,53 +82,156 @@ class Coco(DetectionFormat):
         return folder
 
     def label_map(self, path: str) -> tuple[tuple[int, str], ...] | None:
-        categories = _load(path).get("categories") or []
-        return tuple(sorted((int(c["id"]), str(c["name"])) for c in categories))
+        return tuple((i, name) for i, name, _ in _categories(path))
 
     def read_rows(self, piece: Piece) -> Iterator[Row | EntryError]:
         source = piece.path
-        data = _load(source)
-        categories = {int(c["id"]): c for c in data.get("categories") or []}
-        points = max((len(c.get("keypoints") or []) for c in categories.values()), default=0)
-        images = data.get("images") or []
-        by_image: dict[Any, list[dict[str, Any]]] = {image["id"]: [] for image in images}
-        for ann in data.get("annotations") or []:
-            if ann.get("image_id") not in by_image:
-                yield EntryError(source, 0, f"annotation {ann.get('id')}: image_id {ann.get('image_id')!r} names no image")
-                continue
-            by_image[ann["image_id"]].append(ann)
-        for position, image in enumerate(images, start=1):
-            anns = by_image[image["id"]]
-            bad = next((a for a in anns if a.get("category_id") not in categories), None)
-            if bad is not None:
-                yield EntryError(source, position, f"annotation {bad.get('id')}: category_id {bad.get('category_id')!r} is no category")
-                continue
-            yield detection_row(
-                source,
-                position,
-                image["file_name"],
-                image["file_name"],
-                str(image["id"]),
-                objects(image, anns, categories, points),
-                image["file_name"],
-            )
+        categories = {i: (name, points) for i, name, points in _categories(source)}
+        folder = tempfile.mkdtemp(prefix="shardkit-coco-")  # TMPDIR's; here, where the generator starts
+        try:
+            yield from _rows(source, categories, folder)
+        finally:  # also when the caller stops reading (an error with --on-error fail, Ctrl-C)
+            shutil.rmtree(folder, ignore_errors=True)
 
 
-def objects(image: dict[str, Any], anns: list[dict[str, Any]], categories: dict[int, Any], points: int) -> dict[str, Any]:
-    """One image's annotations as a row's ``objects`` value."""
+def _rows(source: str, categories: dict[int, tuple[str, int]], folder: str) -> Iterator[Row | EntryError]:
+    images = os.path.join(folder, "images")
+    with _writing(source, folder), open(images, "wb") as f:
+        positions, count = _spool_images(source, f)
+    # Runs of consecutive images, about _BUCKET_BYTES of the file each on average (a bound would
+    # need one more pass, to count each image's annotations first).
+    buckets = min(count, -(-(location.size(source) or 0) // _BUCKET_BYTES))
+    per = max(1, -(-count // max(1, buckets)))  # images a bucket
+    store = _Buckets(source, folder, -(-count // per))
+    annotations = yield from _bucket_annotations(source, positions, per, store)
+    del positions
+    if not annotations:
+        streamed_json.check_array(source, "annotations", _NOT_COCO, required=False)  # test-dev's image info has none
+    elif not categories:
+        streamed_json.check_array(source, "categories", _NOT_COCO, required=True)
+    points = max((p for _, p in categories.values()), default=0)
+    spooled = _spooled_images(images)
+    for bucket in range(store.count):
+        anns: list[Annotation] = store.take(bucket)
+        anns.sort(key=itemgetter(0))  # stable: an image's annotations stay in file order
+        first = last = 0
+        for position in range(bucket * per + 1, min(count, (bucket + 1) * per) + 1):
+            image_id, name, size, problem = next(spooled)
+            while last < len(anns) and anns[last][0] == position:
+                last += 1
+            found = problem or objects(size, anns[first:last], categories, points)
+            first = last
+            if isinstance(found, str):
+                yield EntryError(source, position, found)
+            else:
+                yield detection_row(source, position, name, name, str(image_id), found, name)
+        del anns  # before the next bucket is loaded, not after
+
+
+def _bucket_annotations(source: str, positions: dict[Any, int], per: int, store: _Buckets) -> Generator[EntryError, None, int]:
+    """Every annotation into the bucket of its image; an error for each that names no image.
+    Returns how many annotations there are."""
+    index = -1
+    for index, ann in enumerate(streamed_json.items(source, "annotations")):
+        if type(ann) is not dict:
+            yield EntryError(source, 0, f"annotations[{index}]: expected an annotation (an object), got {_kind(ann)}")
+            continue
+        image_id = ann.get("image_id")
+        try:
+            position = positions.get(image_id)
+        except TypeError:  # a list or an object: no image's id
+            position = None
+        if position is None:
+            yield EntryError(source, 0, f"{_name(ann.get('id'), index)}: image_id {image_id!r} names no image")
+            continue
+        record = (position, index, ann.get("id"), ann.get("bbox"), ann.get("category_id"), ann.get("iscrowd", 0),
+                  ann.get("area", 0.0), "segmentation" in ann, ann.get("segmentation"), ann.get("keypoints"))  # fmt: skip
+        store.add((position - 1) // per, record)
+    return index + 1
+
+
+def _spool_images(source: str, f: IO[bytes]) -> tuple[dict[Any, int], int]:
+    """Every image of ``source`` into ``f`` as (id, file_name, size, problem), in order, pickled
+    in chunks; the position of each image id (1-based), and how many images there are."""
+    positions: dict[Any, int] = {}
+    chunk: list[tuple[Any, Any, Any, str | None]] = []
+    position = 0
+    for position, image in enumerate(streamed_json.leading_items(source, "images", _NOT_COCO, large=("annotations",)), start=1):
+        image_id = name = size = problem = None
+        if type(image) is not dict:
+            problem = f"expected an image (an object), got {_kind(image)}"
+        else:
+            image_id, name = image.get("id"), image.get("file_name")
+            if "width" in image and "height" in image:
+                size = [image["width"], image["height"]]
+            if image_id is None:
+                problem = "the image has no id"
+            elif type(image_id) not in (int, str):
+                problem = f"image id {image_id!r} is not an integer or a string"
+            elif type(name) is not str or not name:
+                problem = f"image {image_id}: " + ("no file_name" if name is None else f"file_name {name!r} is not a file name")
+            elif image_id in positions:
+                problem = f"image id {image_id!r} repeats images[{positions[image_id] - 1}]'s"
+            else:
+                positions[image_id] = position
+        chunk.append((image_id, name, size, problem))
+        if len(chunk) == _IMAGES_CHUNK:
+            pickle.dump(chunk, f, protocol=pickle.HIGHEST_PROTOCOL)
+            chunk.clear()
+    pickle.dump(chunk, f, protocol=pickle.HIGHEST_PROTOCOL)
+    return positions, position
+
+
+def _spooled_images(path: str) -> Iterator[tuple[Any, Any, Any, str | None]]:
+    with open(path, "rb") as f:
+        while True:
+            try:
+                yield from pickle.load(f)
+            except EOFError:
+                return
+
+
+_NUMBER = (int, float)
+
+
+def objects(size: Any, anns: list[Annotation], categories: dict[int, tuple[str, int]], points: int) -> dict[str, Any] | str:
+    """One image's annotations as a row's ``objects`` value, or what is wrong with the first bad one."""
+    boxes, labels = [], []
+    for _, index, ann_id, bbox, category, iscrowd, area, _, _, keypoints in anns:
+        try:
+            known = category in categories
+        except TypeError:  # a list or an object
+            known = False
+        if not known:
+            return f"{_name(ann_id, index)}: category_id {category!r} is no category"
+        if type(bbox) is not list or len(bbox) != 4:
+            return f"{_name(ann_id, index)}: " + ("no bbox" if bbox is None else f"bbox {bbox!r} is not [x, y, width, height]")
+        x, y, w, h = bbox
+        if type(x) not in _NUMBER or type(y) not in _NUMBER or type(w) not in _NUMBER or type(h) not in _NUMBER:
+            return f"{_name(ann_id, index)}: bbox {bbox!r} is not [x, y, width, height]"
+        if w < 0 or h < 0:
+            return f"{_name(ann_id, index)}: bbox {bbox!r} has a negative width or height"
+        if type(iscrowd) not in _NUMBER and type(iscrowd) is not bool:
+            return f"{_name(ann_id, index)}: iscrowd {iscrowd!r} is not a number"
+        if type(area) not in _NUMBER:
+            return f"{_name(ann_id, index)}: area {area!r} is not a number"
+        if points and keypoints is not None and type(keypoints) is not list:
+            return f"{_name(ann_id, index)}: keypoints {keypoints!r} is not a list"
+        boxes.append([x, y, x + w, y + h])  # x + w as json.load's numbers give it: Model Garden's sum too
+        labels.append(int(category))
     out: dict[str, Any] = {
-        "size": [image["width"], image["height"]] if "width" in image and "height" in image else None,
-        "bbox": [[x, y, x + w, y + h] for x, y, w, h in (a["bbox"] for a in anns)],
-        "label": [int(a["category_id"]) for a in anns],
-        "text": [str(categories[int(a["category_id"])]["name"]) for a in anns],
-        "ref": [f"annotation {a.get('id')}" for a in anns],
-        "is_crowd": [int(a.get("iscrowd", 0)) for a in anns],
-        "area": [float(a.get("area", 0.0)) for a in anns],
+        "size": size,
+        "bbox": boxes,
+        "label": labels,
+        "text": [categories[label][0] for label in labels],
+        "ref": [_name(a[2], a[1]) for a in anns],
+        "is_crowd": [int(a[5]) for a in anns],
+        "area": [float(a[6]) for a in anns],
     }
-    if any("segmentation" in a for a in anns):
-        out["segmentation"] = [a.get("segmentation") for a in anns]
+    if any(a[7] for a in anns):
+        out["segmentation"] = [a[8] for a in anns]
     if points:  # also for an image without objects: every record of the set has the keypoint keys
-        out["keypoints"] = [_padded(a.get("keypoints") or [], points) for a in anns]
+        out["keypoints"] = [_padded(a[9] or [], points) for a in anns]
         out["points"] = points
     return out
 
@@ -111,17 +241,113 @@ def _padded(keypoints: list[float], points: int) -> list[float]:
     return list(keypoints[: points * 3]) + [0.0] * (points * 3 - min(len(keypoints), points * 3))
 
 
-def _load(path: str) -> dict[str, Any]:
+def _name(ann_id: Any, index: int) -> str:
+    """What a message calls an annotation: by its id, or by its place where it has none."""
+    return f"annotation {ann_id}" if type(ann_id) in (int, str) else f"annotations[{index}]"
+
+
+def _kind(value: Any) -> str:
+    kinds = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+    return kinds.get(type(value), "a number")
+
+
+# -- the categories, read once a process -------------------------------------------------------
+
+
+def _categories(path: str) -> tuple[tuple[int, str, int], ...]:
+    """(id, name, number of keypoints) of each category, by id; read again only if the file changed."""
+    if location.is_url(path):
+        return _read_categories(path)
     try:
-        with location.open_read(path) as f:
-            data = json.load(f)
-    except json.JSONDecodeError as exc:
-        raise ShardkitError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
+        stat = os.stat(path)
     except OSError as exc:
         raise ShardkitError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if not isinstance(data, dict):
-        raise ShardkitError(f"{path}: not a COCO file (expected an object with images, annotations and categories)")
-    return data
+    return _cached_categories(os.path.abspath(path), path, stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=8)
+def _cached_categories(key: str, path: str, size: int, mtime: int) -> tuple[tuple[int, str, int], ...]:
+    return _read_categories(path)
+
+
+def _read_categories(path: str) -> tuple[tuple[int, str, int], ...]:
+    found: dict[int, tuple[str, int, int]] = {}
+    for index, category in enumerate(streamed_json.items(path, "categories")):
+        i = category.get("id") if isinstance(category, dict) else None
+        if type(i) is not int or "name" not in category:
+            raise ShardkitError(f"{path}: categories[{index}]: expected an object with an integer id and a name")
+        if i in found:
+            raise ShardkitError(f"{path}: categories[{index}]: id {i} repeats categories[{found[i][2]}]'s")
+        keypoints = category.get("keypoints")
+        found[i] = (str(category["name"]), len(keypoints) if isinstance(keypoints, list) else 0, index)
+    return tuple((i, name, points) for i, (name, points, _) in sorted(found.items()))
+
+
+# -- annotations grouped by image, on disk ------------------------------------------------------
+
+
+class _Buckets:
+    """Records in ``count`` buckets, each a file in ``folder`` (a run of consecutive images), held
+    in memory up to ``_BUFFER_BYTES`` in all before they are appended; a bucket is read back once."""
+
+    def __init__(self, source: str, folder: str, count: int) -> None:
+        self.source = source
+        self.folder = folder
+        self.count = count
+        self._buffers = [bytearray() for _ in range(count)]
+        self._buffered = 0
+
+    def add(self, bucket: int, record: Annotation) -> None:
+        data = pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL)
+        self._buffers[bucket] += data
+        self._buffered += len(data)
+        if self._buffered > _BUFFER_BYTES:
+            self._spill()
+
+    def _spill(self) -> None:
+        with _writing(self.source, self.folder):
+            for bucket, buffer in enumerate(self._buffers):
+                if buffer:
+                    with open(self._path(bucket), "ab") as f:
+                        f.write(buffer)
+                    buffer.clear()
+        self._buffered = 0
+
+    def take(self, bucket: int) -> list[Any]:
+        """Bucket ``bucket``'s records in the order they were added; its file is removed."""
+        records: list[Any] = []
+        path = self._path(bucket)
+        if os.path.exists(path):
+            with open(path, "rb") as f:
+                _load_all(io.BytesIO(f.read()), records)
+            os.remove(path)
+        _load_all(io.BytesIO(self._buffers[bucket]), records)  # the last ones, never spilled
+        self._buffers[bucket] = bytearray()
+        return records
+
+    def _path(self, bucket: int) -> str:
+        return os.path.join(self.folder, f"bucket-{bucket:05d}")
+
+
+def _load_all(stream: IO[bytes], records: list[Any]) -> None:
+    unpickler = pickle.Unpickler(stream)
+    while True:
+        try:
+            records.append(unpickler.load())
+        except EOFError:
+            return
+
+
+@contextlib.contextmanager
+def _writing(source: str, folder: str) -> Iterator[None]:
+    """A failed write of the temporary files (a full disk) -> one line saying where and how to move them."""
+    try:
+        yield
+    except OSError as exc:
+        raise ShardkitError(
+            f"{source}: cannot write its annotations grouped by image under {folder}: {exc.strerror or exc} "
+            "(TMPDIR sets where: a disk with room for about the file's size)"
+        ) from None
 
 
 COCO = Coco("coco")
