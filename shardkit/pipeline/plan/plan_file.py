@@ -21,6 +21,8 @@ from shardkit.pipeline.plan.arithmetic import shard_bounds
 from shardkit.storage import location
 from shardkit.storage.atomic import flush_to_disk
 
+BLOCK_BYTES = 8 * 1024 * 1024  # a worker reads its shard's plan lines in blocks of this size
+
 
 @dataclasses.dataclass(frozen=True)
 class PlanSlice:
@@ -39,18 +41,29 @@ def encode_line(key: bytes, source: int, row: Row, payload: str) -> bytes:
 
 def read_entries(plan_dir: str, part: PlanSlice, sources: Sequence[PlanSource], config: Config) -> Iterator[Entry]:
     """The entries of one shard, typed and with paths resolved, in plan order."""
-    data = location.read_bytes(location.join(plan_dir, part.file), part.start, part.stop)  # in a bucket: one ranged read
-    if len(data) != part.stop - part.start:
-        raise OSError(f"{part.file}: the plan file is shorter than this build's state says")
-    lines = data.split(b"\n")
-    lines.pop()
-    del data
     # Each source's format reads its rows back, looked up once a shard, not once a line.
     readers = [(s.format.plan_row, s.path, s.names, s.folder) for s in sources]
-    for line in lines:
-        _, position, number, payload = line.decode("utf-8", "surrogateescape").split("\t", 3)
-        plan_row, path, names, folder = readers[int(position)]
-        yield to_entry(plan_row(path, names, int(number), payload), config, folder)
+    for lines in _lines(location.join(plan_dir, part.file), part):
+        for line in lines:
+            _, position, number, payload = line.decode("utf-8", "surrogateescape").split("\t", 3)
+            plan_row, path, names, folder = readers[int(position)]
+            yield to_entry(plan_row(path, names, int(number), payload), config, folder)
+
+
+def _lines(path: str, part: PlanSlice) -> Iterator[list[bytes]]:
+    """The lines of ``part``, read ``BLOCK_BYTES`` at a time (in a bucket: a ranged read each).
+    Not the slice at once: a shard of 100,000 small images whose rows carry polygons (COCO) has
+    a slice of hundreds of MB, and a worker held it twice, as bytes and as lines."""
+    rest = b""
+    for start in range(part.start, part.stop, BLOCK_BYTES):
+        stop = min(part.stop, start + BLOCK_BYTES)
+        block = location.read_bytes(path, start, stop)
+        if len(block) != stop - start:
+            raise OSError(f"{part.file}: the plan file is shorter than this build's state says")
+        lines = (rest + block).split(b"\n")
+        del block
+        rest = lines.pop()  # a line the next block ends; nothing after the slice's last newline
+        yield lines
 
 
 def write_plan(path: str, buckets: Iterable[list[bytes]], num_entries: int, per_shard: int, durable: bool = True) -> list[list[int]]:

@@ -201,6 +201,17 @@ def test_planning_memory_does_not_grow_with_the_entries(tmp_path: Path) -> None:
     assert large < 12_000_000 and large < 2 * small, (small, large)
 
 
+def test_a_worker_reads_its_plan_lines_a_block_at_a_time(seg_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shardkit.pipeline.plan.plan_file as plan_file
+
+    shardkit.build([seg_data], tmp_path / "whole", records_per_shard=10, workers=1, seed=4, progress=False)
+    monkeypatch.setattr(plan_file, "BLOCK_BYTES", 37)  # lines cut across blocks, many blocks a shard
+    shardkit.build([seg_data], tmp_path / "blocks", records_per_shard=10, workers=1, seed=4, progress=False)
+    shards = sorted(p.name for p in (tmp_path / "whole").glob("*.tfrecord"))
+    assert len(shards) == 4
+    assert all((tmp_path / "blocks" / name).read_bytes() == (tmp_path / "whole" / name).read_bytes() for name in shards)
+
+
 def _index_text(lines: int, bad: tuple[int, ...] = ()) -> str:
     """A .txt index with a BOM, comments, blank lines, CRLF and lone-CR line ends, and bad rows."""
     out = ["\ufeff# images and classes\r\n"]
