@@ -29,7 +29,7 @@ class Objects:
     label: np.ndarray | None = None  # (N,) int64: the dataset's own class ids, where it has them
     refs: tuple[str, ...] = ()  # what a message calls each object ("annotation 1234", "object 2")
     is_crowd: np.ndarray | None = None  # (N,) int64
-    area: np.ndarray | None = None  # (N,) float64, pixels
+    area: np.ndarray | None = None  # (N,) float64, pixels; NaN where the input gives none
     segmentation: tuple[Any, ...] | None = None  # per object: COCO polygons, a COCO RLE, or None
     keypoints: np.ndarray | None = None  # (N, K, 3) float64 x, y (as the boxes), visibility 0/1/2
     difficult: np.ndarray | None = None  # (N,) int64

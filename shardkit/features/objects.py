@@ -189,12 +189,13 @@ class ObjectsKind(FeatureKind):
             values.append(("class/text", "bytes", [t.encode("utf-8") for t in text]))
             crowd = objects.is_crowd[keep] if objects.is_crowd is not None else np.zeros(len(keep), dtype=np.int64)
             values.append(("is_crowd", "int64", crowd))
-            if augmented is None and objects.area is not None:
-                area = objects.area[keep]
-            elif arrays.masks is not None:
+            if arrays.masks is not None:
                 area = arrays.masks.sum(axis=(1, 2)).astype(np.float64)  # (0, H, W) for no objects: no reshape
             else:
                 area = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
+            if augmented is None and objects.area is not None:  # the input's own, where it gives one (NaN where not)
+                given = objects.area[keep]
+                area = np.where(np.isnan(given), area, given)
             values.append(("area", "float", area))
             for name, attribute in (("difficult", objects.difficult), ("truncated", objects.truncated)):
                 if attribute is not None:

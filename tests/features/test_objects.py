@@ -154,3 +154,17 @@ def test_the_summary_says_how_many_objects_were_dropped(coco: Path, tmp_path: Pa
         "dropped 1 object left with no area inside its image: counted by class under image/object/dropped in the manifest\n"
         in result.output
     )
+
+
+def test_an_annotation_without_area_gets_its_mask_area_not_zero(coco: Path, tmp_path: Path) -> None:
+    document = json.loads(coco.read_text())
+    for ann in document["annotations"]:
+        if ann["image_id"] == 101:  # the person: its polygon is its box
+            del ann["area"]
+    bare = coco.parent / "instances_noarea.json"
+    bare.write_text(json.dumps(document))
+    out = tmp_path / "out"
+    shardkit.build([bare], out, config=REPO / "configs" / "coco-instance-masks.yaml", workers=1, image_root=coco.parent.parent / "val2017")
+    feature = _records(out)["000000000001.jpg"]
+    mask = tf.io.decode_png(feature["image/object/mask"].bytes_list.value[0]).numpy()
+    assert _floats(feature, "image/object/area") == [float(mask.sum())] and mask.sum() > 0

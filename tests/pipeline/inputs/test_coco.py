@@ -40,7 +40,7 @@ def oracle(path: Path) -> list[tuple[int, str, str]]:
             "text": [str(categories[a["category_id"]]["name"]) for a in anns],
             "ref": [f"annotation {a['id']}" for a in anns],
             "is_crowd": [int(a.get("iscrowd", 0)) for a in anns],
-            "area": [float(a.get("area", 0.0)) for a in anns],
+            "area": [None if a.get("area") is None else float(a["area"]) for a in anns],
         }
         if any("segmentation" in a for a in anns):
             objects["segmentation"] = [a.get("segmentation") for a in anns]
@@ -197,7 +197,7 @@ BAD_ANNOTATIONS = [
     ("short bbox", lambda a: a.update(bbox=[1, 2, 3]), "bbox [1, 2, 3] is not [x, y, width, height]"),
     ("text bbox", lambda a: a.update(bbox=[1, 2, "3", 4]), "bbox [1, 2, '3', 4] is not [x, y, width, height]"),
     ("negative bbox", lambda a: a.update(bbox=[1, 2, -3, 4]), "bbox [1, 2, -3, 4] has a negative width or height"),
-    ("area", lambda a: a.update(area=None), "area None is not a number"),
+    ("area", lambda a: a.update(area="big"), "area 'big' is not a number"),
 ]
 
 

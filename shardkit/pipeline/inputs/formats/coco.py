@@ -145,7 +145,7 @@ def _bucket_annotations(source: str, positions: dict[Any, int], per: int, store:
             yield EntryError(source, 0, f"{_name(ann.get('id'), index)}: image_id {image_id!r} names no image")
             continue
         record = (position, index, ann.get("id"), ann.get("bbox"), ann.get("category_id"), ann.get("iscrowd", 0),
-                  ann.get("area", 0.0), "segmentation" in ann, ann.get("segmentation"), ann.get("keypoints"))  # fmt: skip
+                  ann.get("area"), "segmentation" in ann, ann.get("segmentation"), ann.get("keypoints"))  # fmt: skip
         store.add((position - 1) // per, record)
     return index + 1
 
@@ -213,7 +213,7 @@ def objects(size: Any, anns: list[Annotation], categories: dict[int, tuple[str, 
             return f"{_name(ann_id, index)}: bbox {bbox!r} has a negative width or height"
         if type(iscrowd) not in _NUMBER and type(iscrowd) is not bool:
             return f"{_name(ann_id, index)}: iscrowd {iscrowd!r} is not a number"
-        if type(area) not in _NUMBER:
+        if area is not None and type(area) not in _NUMBER:
             return f"{_name(ann_id, index)}: area {area!r} is not a number"
         if points and keypoints is not None and type(keypoints) is not list:
             return f"{_name(ann_id, index)}: keypoints {keypoints!r} is not a list"
@@ -226,7 +226,7 @@ def objects(size: Any, anns: list[Annotation], categories: dict[int, tuple[str, 
         "text": [categories[label][0] for label in labels],
         "ref": [_name(a[2], a[1]) for a in anns],
         "is_crowd": [int(a[5]) for a in anns],
-        "area": [float(a[6]) for a in anns],
+        "area": [None if a[6] is None else float(a[6]) for a in anns],  # none: the mask's or the box's, as augmented copies get
     }
     if any(a[7] for a in anns):
         out["segmentation"] = [a[8] for a in anns]
