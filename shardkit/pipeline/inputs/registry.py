@@ -13,7 +13,8 @@ from __future__ import annotations
 import os
 
 from shardkit.errors import ShardkitError
-from shardkit.pipeline.inputs.formats import coco, delimited, image_folder, jsonl, od_csv, txt, voc, yolo
+from shardkit.pipeline.inputs.formats import delimited, image_folder, jsonl, txt
+from shardkit.pipeline.inputs.formats.detection import coco, od_csv, voc, yolo
 from shardkit.pipeline.inputs.formats.input_format import InputFormat
 
 FORMATS: tuple[InputFormat, ...] = (

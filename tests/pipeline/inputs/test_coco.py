@@ -16,8 +16,8 @@ from click.testing import CliRunner
 import shardkit
 from shardkit.cli import main
 from shardkit.errors import EntryError, ShardkitError
-from shardkit.pipeline.inputs.formats import coco
-from shardkit.pipeline.inputs.formats.coco import COCO
+from shardkit.pipeline.inputs.formats.detection import coco
+from shardkit.pipeline.inputs.formats.detection.coco import COCO
 from shardkit.pipeline.inputs.formats.input_format import Piece, Row
 from tests.detection_sets import CATEGORIES, write_coco
 

@@ -15,8 +15,8 @@ import shardkit
 from shardkit.errors import EntryError, ShardkitError
 from shardkit.pipeline.inputs import registry
 from shardkit.pipeline.inputs.formats.delimited import CSV
+from shardkit.pipeline.inputs.formats.detection.od_csv import OD_CSV
 from shardkit.pipeline.inputs.formats.input_format import Piece, Row
-from shardkit.pipeline.inputs.formats.od_csv import OD_CSV
 from shardkit.pipeline.inputs.index_files import IndexFile, discover
 from tests.detection_sets import CSV_LINES, write_od_csv
 

@@ -15,8 +15,8 @@ import pytest
 import shardkit
 from shardkit.errors import EntryError, ShardkitError, StateError
 from shardkit.pipeline.inputs import registry
+from shardkit.pipeline.inputs.formats.detection.voc import VOC
 from shardkit.pipeline.inputs.formats.input_format import Row
-from shardkit.pipeline.inputs.formats.voc import VOC
 from shardkit.pipeline.inputs.index_files import discover
 from tests.detection_sets import VOC_IMAGES, VOC_SPLITS, labelimg_xml, photo, write_voc
 

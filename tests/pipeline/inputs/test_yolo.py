@@ -15,8 +15,8 @@ import pytest
 import shardkit
 from shardkit.errors import EntryError, ShardkitError
 from shardkit.pipeline.inputs import registry
+from shardkit.pipeline.inputs.formats.detection.yolo import YOLO, label_path
 from shardkit.pipeline.inputs.formats.input_format import Row
-from shardkit.pipeline.inputs.formats.yolo import YOLO, label_path
 from shardkit.pipeline.inputs.index_files import discover
 from tests.detection_sets import YOLO_IMAGES, YOLO_NAMES, photo, write_yolo
 

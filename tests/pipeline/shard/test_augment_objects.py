@@ -18,7 +18,7 @@ from shardkit.cli import main
 from shardkit.errors import ConfigError
 from shardkit.features import annotations
 from shardkit.pipeline.config import parse_config
-from shardkit.pipeline.inputs.formats.annotations import DEFAULT_CONFIG
+from shardkit.pipeline.inputs.formats.detection.annotations import DEFAULT_CONFIG
 from tests.detection_sets import write_coco
 
 tf = pytest.importorskip("tensorflow")

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from shardkit.errors import EntryError, ShardkitError
-from shardkit.pipeline.inputs.formats.annotations import DetectionFormat, detection_row
+from shardkit.pipeline.inputs.formats.detection.annotations import DetectionFormat, detection_row
 from shardkit.pipeline.inputs.formats.input_format import Piece, Row
 
 ANNOTATIONS, IMAGES, SPLITS = "Annotations", "JPEGImages", os.path.join("ImageSets", "Main")

@@ -29,7 +29,7 @@ import yaml
 
 from shardkit.errors import EntryError, ShardkitError
 from shardkit.formats.image_headers import IMAGE_SUFFIXES
-from shardkit.pipeline.inputs.formats.annotations import DetectionFormat, detection_row
+from shardkit.pipeline.inputs.formats.detection.annotations import DetectionFormat, detection_row
 from shardkit.pipeline.inputs.formats.input_format import Piece, Row
 
 SPLITS = ("train", "val", "test")

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from typing import IO, Any, ClassVar
 
 from shardkit.errors import EntryError, ShardkitError
-from shardkit.pipeline.inputs.formats.annotations import DetectionFormat, detection_row
+from shardkit.pipeline.inputs.formats.detection.annotations import DetectionFormat, detection_row
 from shardkit.pipeline.inputs.formats.input_format import Piece, Row
 from shardkit.pipeline.inputs.formats.text_lines import TextFormat
 from shardkit.storage import location

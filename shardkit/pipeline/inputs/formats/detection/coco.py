@@ -37,8 +37,8 @@ from operator import itemgetter
 from typing import IO, Any
 
 from shardkit.errors import EntryError, ShardkitError
-from shardkit.pipeline.inputs.formats import streamed_json
-from shardkit.pipeline.inputs.formats.annotations import DetectionFormat, detection_row
+from shardkit.pipeline.inputs.formats.detection import streamed_json
+from shardkit.pipeline.inputs.formats.detection.annotations import DetectionFormat, detection_row
 from shardkit.pipeline.inputs.formats.input_format import Piece, Row
 from shardkit.storage import location
 
