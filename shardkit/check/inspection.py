@@ -173,9 +173,16 @@ def describe_output(output: Output) -> dict[str, Any]:
         "label_balance": [
             balance
             for name, info in m.splits.items()
-            for balance in label_balance(name, info.labels or {}, [(s.name, s.labels) for s in info.shards])
+            for balance in label_balance(name, balanced(m, info.labels), [(s.name, balanced(m, s.labels)) for s in info.shards])
         ],
     }
+
+
+def balanced(manifest: Manifest, labels: Mapping[str, Mapping[str, int]] | None) -> dict[str, Mapping[str, int]]:
+    """The label counts whose balance across shards means something: those of a feature (a class
+    label, objects by class), not what was left out (the objects dropped, by class)."""
+    features = manifest.config.get("features") or {}
+    return {key: counts for key, counts in (labels or {}).items() if not features or key in features}
 
 
 def summaries(manifest: Manifest) -> list[dict[str, Any]]:

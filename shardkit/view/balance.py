@@ -16,7 +16,7 @@ from typing import Any
 
 from PIL import Image, ImageDraw, ImageFont
 
-from shardkit.check.inspection import label_balance
+from shardkit.check.inspection import balanced, label_balance
 from shardkit.errors import ShardkitError
 from shardkit.features.registry import of_entry
 from shardkit.formats import tfrecord_scan
@@ -96,7 +96,7 @@ def _from_manifest(output: Output) -> list[Counts]:
     classes = output.manifest.classes
     found = []
     for split, info in output.manifest.splits.items():
-        for key, totals in (info.labels or {}).items():
+        for key, totals in balanced(output.manifest, info.labels).items():
             if not totals:  # no records
                 continue
             shards = [(s.name, dict(s.labels.get(key) or {})) for s in info.shards]

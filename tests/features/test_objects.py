@@ -168,3 +168,9 @@ def test_an_annotation_without_area_gets_its_mask_area_not_zero(coco: Path, tmp_
     feature = _records(out)["000000000001.jpg"]
     mask = tf.io.decode_png(feature["image/object/mask"].bytes_list.value[0]).numpy()
     assert _floats(feature, "image/object/area") == [float(mask.sum())] and mask.sum() > 0
+
+
+def test_label_balance_weighs_the_objects_not_the_dropped_ones(built: Path) -> None:
+    report = shardkit.inspect([str(built)])
+    balanced = {row["key"] for output in report["outputs"] for row in output["label_balance"]}
+    assert "image/object" in balanced and "image/object/dropped" not in balanced
