@@ -168,3 +168,13 @@ def test_an_annotation_without_area_gets_its_mask_area_not_zero(coco: Path, tmp_
     feature = _records(out)["000000000001.jpg"]
     mask = tf.io.decode_png(feature["image/object/mask"].bytes_list.value[0]).numpy()
     assert _floats(feature, "image/object/area") == [float(mask.sum())] and mask.sum() > 0
+
+
+def test_a_boxes_only_plan_leaves_the_polygons_out(coco: Path, built: Path, tmp_path: Path) -> None:
+    shardkit.build([coco], tmp_path / "boxes", workers=1)
+
+    def plans(out: Path) -> bytes:
+        return b"".join(p.read_bytes() for p in (out / ".shardkit").glob("plan-*/*") if p.is_file())
+
+    assert b"segmentation" not in plans(tmp_path / "boxes")  # never read again without masks
+    assert b"segmentation" in plans(built)  # the masks are drawn from them
