@@ -219,6 +219,14 @@ class FeatureKind:
         """``spec`` given the inputs' own label map, for a kind whose classes have ids of their own."""
         return spec
 
+    def trims_plan(self, spec: FeatureSpec) -> bool:
+        """Whether ``plan_value`` leaves out part of a raw value this config never uses."""
+        return False
+
+    def plan_value(self, spec: FeatureSpec, raw: Any) -> Any:
+        """A checked raw value as the plan keeps it for the worker (``trims_plan``)."""
+        return raw
+
     def class_names(self, value: Any) -> Iterable[str]:
         """The class names a typed value holds (``has_classes``): what an open class list collects."""
         return (value,)

@@ -135,6 +135,14 @@ class ObjectsKind(FeatureKind):
                     )
         return objects
 
+    def trims_plan(self, spec: FeatureSpec) -> bool:
+        return not spec.masks  # without masks, segmentations (most of a COCO file) are never read again
+
+    def plan_value(self, spec: FeatureSpec, raw: Any) -> Any:
+        if isinstance(raw, Mapping) and "segmentation" in raw:
+            return {name: value for name, value in raw.items() if name != "segmentation"}
+        return raw
+
     def class_names(self, value: Any) -> Iterable[str]:
         return value.text  # type: ignore[no-any-return]
 

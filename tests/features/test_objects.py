@@ -174,3 +174,13 @@ def test_label_balance_weighs_the_objects_not_the_dropped_ones(built: Path) -> N
     report = shardkit.inspect([str(built)])
     balanced = {row["key"] for output in report["outputs"] for row in output["label_balance"]}
     assert "image/object" in balanced and "image/object/dropped" not in balanced
+
+
+def test_a_boxes_only_plan_leaves_the_polygons_out(coco: Path, built: Path, tmp_path: Path) -> None:
+    shardkit.build([coco], tmp_path / "boxes", workers=1)
+
+    def plans(out: Path) -> bytes:
+        return b"".join(p.read_bytes() for p in (out / ".shardkit").glob("plan-*/*") if p.is_file())
+
+    assert b"segmentation" not in plans(tmp_path / "boxes")  # never read again without masks
+    assert b"segmentation" in plans(built)  # the masks are drawn from them
