@@ -15,6 +15,11 @@ from shardkit.cli.reporting import friendly_errors
 @click.option("-o", "--out", "picture", required=True, help="The picture to write (.png, .jpg or .webp).")
 @click.option("-c", "--config", type=PathOrURL(exists=True, dir_okay=False, path_type=str), help="The build's config (before a build).")
 @click.option("--from-folder", type=PathOrURL(exists=True, file_okay=False, path_type=str), help="An ImageFolder tree (before a build).")
+@click.option(
+    "--image-root",
+    type=PathOrURL(exists=True, file_okay=False, path_type=str),
+    help="Where the inputs' relative image paths resolve, as build's --image-root (before a build).",
+)
 @click.option("--split", help="The split to show (default: every split's inputs before a build; the first split after).")
 @click.option("--ignore", multiple=True, metavar="PATTERN", help="Skip index files whose name matches, as build does (repeatable).")
 @click.option("-n", "count", type=click.IntRange(min=1), help="Entries before a build (default 6), records after one (default 16).")
@@ -27,6 +32,7 @@ def preview(
     picture: str,
     config: str | None,
     from_folder: str | None,
+    image_root: str | None,
     split: str | None,
     ignore: tuple[str, ...],
     count: int | None,
@@ -55,5 +61,6 @@ def preview(
         copies=copies,
         seed=seed,
         labels=labels,
+        image_root=image_root,
     )
     click.echo(f"wrote {picture} ({image.width}x{image.height})")

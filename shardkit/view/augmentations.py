@@ -80,10 +80,12 @@ def augmentation_records(
     copies: int = 4,
     seed: int = 0,
     full: bool = True,
+    image_root: str | Path | None = None,
 ) -> AugmentationPreview:
     """``entries`` entries spread evenly over the inputs (in input order, splits one after the
     other, first and last included), each with its original record and ``copies`` augmented ones,
-    made by the build's own code with ``seed``. Raises the build's errors for bad inputs."""
+    made by the build's own code with ``seed`` (``image_root`` as the build's). Raises the build's
+    errors for bad inputs."""
     check_inputs(indexes, from_folder)
     if entries < 1:
         raise UsageError("-n must be at least 1")
@@ -94,7 +96,9 @@ def augmentation_records(
     # The build's front half, with the preview's two differences: --split picks the split to show, as
     # the file names say (the build's --split renames every input's), and a config's own source_id is
     # kept (as a build with --no-source-id keeps it) rather than refused.
-    prepared = prepare(indexes, config=config, from_folder=from_folder, only_split=split, ignore=ignore, source_id=False)
+    prepared = prepare(
+        indexes, config=config, from_folder=from_folder, only_split=split, ignore=ignore, source_id=False, image_root=image_root
+    )
     splits, cfg = prepared.splits, prepared.config
     if not any(spec.key == "source_id" for spec in cfg.features):
         cfg = cfg.with_source_id()
@@ -140,12 +144,14 @@ def augmentation_sheet(
     entries: int = 6,
     copies: int = 4,
     seed: int = 0,
+    image_root: str | Path | None = None,
 ) -> Image.Image:
     """The contact sheet of ``augmentation_records``: one row per entry, the original then its
     copies; originals alone (a config with no augment section) in a grid."""
     preview = augmentation_records(
-        indexes, config=config, from_folder=from_folder, split=split, ignore=ignore, entries=entries, copies=copies, seed=seed, full=False
-    )
+        indexes, config=config, from_folder=from_folder, split=split, ignore=ignore, entries=entries, copies=copies, seed=seed, full=False,
+        image_root=image_root,
+    )  # fmt: skip
     rows = sheet_rows(preview)
     if len(rows) > 1 and all(len(row) == 1 for row in rows):  # originals alone (no augment section): a grid, not a column
         width = math.ceil(math.sqrt(len(rows)))

@@ -184,3 +184,12 @@ def test_a_boxes_only_plan_leaves_the_polygons_out(coco: Path, built: Path, tmp_
 
     assert b"segmentation" not in plans(tmp_path / "boxes")  # never read again without masks
     assert b"segmentation" in plans(built)  # the masks are drawn from them
+
+
+def test_preview_finds_the_images_under_image_root_as_the_build_does(coco: Path, tmp_path: Path) -> None:
+    moved = tmp_path / "annotations.json"
+    moved.write_text(coco.read_text())  # outside the standard layout: the images are found with --image-root only
+    with pytest.raises(shardkit.errors.ShardkitError, match="file not found"):
+        shardkit.preview([moved], count=2, copies=0)
+    picture = shardkit.preview([moved], count=2, copies=0, image_root=coco.parent.parent / "val2017")
+    assert picture.width > 0
