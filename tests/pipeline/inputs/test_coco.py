@@ -351,3 +351,30 @@ def test_the_cli_names_a_truncated_file_and_a_missing_image_in_one_line(coco_cop
     image.unlink()
     code, output = run("build", str(coco_copy), "-o", str(tmp_path / "out"), "-w", "1")
     assert (code, output) == (1, f"Error: {coco_copy}:3: image/encoded: {image}: file not found\n")
+
+
+def test_categories_at_the_end_are_read_from_the_tail_alone(val: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from shardkit.pipeline.inputs.formats.detection import streamed_json
+
+    def no_pass(path: str, key: str) -> Any:
+        raise AssertionError(f"a whole pass over {path} for {key}")
+
+    monkeypatch.setattr(streamed_json, "items", no_pass)
+    assert coco._read_categories(str(val)) == ((1, "person", 3), (3, "car", 0), (7, "train", 0), (9, "boat", 0))
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ('{"images": [], "annotations": [], "categories": [{"id": 1, "name": "a"}], "info": {}}', None),  # not the last member
+        ('{"images": [], "annotations": [{"x": {"categories": [{"id": 2, "name": "b"}]}}]}', None),  # nested, not top-level
+        ('{"images": [], "annotations": [], "categories": [{"id": 1, "name": "a"}', None),  # cut short
+        ('{"images": [], "note": "\\"categories\\": [2]}", "categories": [{"id": 1, "name": "a"}]}', [{"id": 1, "name": "a"}]),
+    ],
+)
+def test_the_tail_is_trusted_only_for_the_top_level_objects_last_member(text: str, found: Any, tmp_path: Path) -> None:
+    from shardkit.pipeline.inputs.formats.detection import streamed_json
+
+    path = tmp_path / "x.json"
+    path.write_text(text)
+    assert streamed_json.trailing_array(str(path), "categories") == found  # None: a whole pass reads it instead

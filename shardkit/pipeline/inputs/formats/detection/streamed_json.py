@@ -1,7 +1,7 @@
-"""A large JSON file read in bounded memory with ijson's C parser (yajl): the items of one
-top-level array per pass, nothing else built; an array near the start read without parsing the
-rest of the file; the top level's shape, to say what a file that is not the format lacks; and a
-syntax error as one line with its line and column.
+"""A large JSON file read in bounded memory with ijson's C parser (yajl): the items of one top-level
+array per pass, nothing else built; an array near the start read without parsing the rest of the
+file, and one at the very end from the file's tail; the top level's shape, to say what a file that
+is not the format lacks; and a syntax error as one line with its line and column.
 
 yajl names neither the line nor the byte it rejects. A failed pass knows which block it had read,
 so the byte is found again by feeding the parser that block one byte at a time (errors only).
@@ -10,6 +10,8 @@ so the byte is found again by feeding the parser that block one byte at a time (
 from __future__ import annotations
 
 import contextlib
+import json
+import re
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
@@ -19,6 +21,7 @@ from shardkit.errors import ShardkitError
 from shardkit.storage import location
 
 BLOCK = 1 << 20
+TAIL = 4 << 20  # where a file's last top-level array is looked for: COCO's categories are a few kB
 _CONTINUATION = bytes(range(0x80, 0xC0))  # UTF-8 bytes that do not start a character
 _KINDS = {"start_map": "an object", "start_array": "an array", "string": "a string", "number": "a number", "boolean": "a boolean"}
 
@@ -60,6 +63,30 @@ def items(path: str, key: str) -> Iterator[Any]:
     its syntax all through); none where there is no such array."""
     with parsing(path) as f:
         yield from ijson.items(f, f"{key}.item", use_float=True)
+
+
+def trailing_array(path: str, key: str) -> list[Any] | None:
+    """The top-level array ``key`` where it is the file's last member (COCO files end with their
+    categories), read from the file's last ``TAIL`` bytes alone; None where it is not found there
+    (then ``items`` reads it). The rest of the file's syntax is left to the passes that read it."""
+    size = location.size(path)
+    if not size:
+        return None
+    try:
+        tail = location.read_bytes(path, max(0, size - TAIL), size)
+    except OSError:
+        return None
+    # A member's key follows "{" or ","; an escaped quote inside a string (\"key\") does not.
+    found = list(re.finditer(rb'[{,]\s*"' + re.escape(key.encode("utf-8")) + rb'"\s*:\s*(\[)', tail))
+    if not found:
+        return None
+    try:
+        text = tail[found[-1].start(1) :].decode("utf-8")
+        value, end = json.JSONDecoder().raw_decode(text)
+    except ValueError:  # UnicodeDecodeError is one
+        return None
+    # Only the top-level object's own "}" can end a valid file: then the array is one of its members.
+    return value if isinstance(value, list) and text[end:].strip() == "}" else None
 
 
 def leading_items(path: str, key: str, what: str, large: Iterable[str] = ()) -> Iterator[Any]:
