@@ -108,10 +108,6 @@ def label_totals(shards: Iterable[ShardResult], keys: Iterable[str]) -> dict[str
     return totals
 
 
-def config_features(manifest: Manifest) -> list[tuple[str, Mapping[str, Any]]]:
-    return list(manifest.config["features"].items())
-
-
 def error_lines(state: BuildState, shards: Iterable[ShardResult]) -> list[SkippedEntry]:
     """Every skipped entry, in plan order first, then shard order: what errors.jsonl holds."""
     lines = list(state.skipped)
@@ -130,7 +126,8 @@ def publish(out_dir: str, state: BuildState, shards: list[ShardResult], run: Map
     else:
         location.remove(errors_path)
     tfds_metadata.write(out_dir, manifest, durable)
-    label_map = next((t for k, v in config_features(manifest) if (t := kind_named(v["kind"]).label_map_file(v)) is not None), None)
+    features = manifest.config["features"].values()
+    label_map = next((t for v in features if (t := kind_named(v["kind"]).label_map_file(v)) is not None), None)
     label_map_path = location.join(out_dir, layout.LABEL_MAP)
     if label_map is not None:
         atomic.write_atomic(label_map_path, label_map.encode("utf-8"), durable)
