@@ -101,6 +101,7 @@ class FeatureSpec:
     png_level: int | None = None  # png: zlib level 0-9; None is 1 (fast, lossless either way)
     masks: bool | None = None  # objects: write an instance mask per object
     class_ids: tuple[int, ...] | None = None  # objects: each class's id where the input fixes them (COCO); else 1, 2, ...
+    default: Any = None  # the raw value a row's missing (null) value stands for; None: a null is bad input
 
     @property
     def zlib_level(self) -> int:

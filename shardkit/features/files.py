@@ -10,6 +10,8 @@ import numpy as np
 from shardkit.features.base import BadValue, Encoder, FeatureKind, Features, FeatureSpec, Loaded, RecordStats
 from shardkit.storage import location
 
+_IMAGE_STRUCT = ("bytes", "path")  # the fields of Hugging Face's Image struct, in this order
+
 
 def resolve_path(raw: Any, folder: str | None) -> str:
     """A file path as an input gives it, joined to ``folder`` (absolute: the index file's own), or
@@ -47,6 +49,15 @@ class FileKind(FeatureKind):
     schema_dtype: ClassVar[str] = "bytes"
 
     def typed(self, spec: FeatureSpec, raw: Any, folder: str | None) -> Any:
+        """A path, resolved; or the file's bytes where a table holds them: a binary value, or the
+        Hugging Face ``Image`` struct ``{bytes, path}`` (its bytes, else its path)."""
+        if isinstance(raw, (bytes, bytearray, memoryview)):
+            if not raw:
+                raise BadValue("expected a file's bytes, got an empty value")
+            return bytes(raw)
+        if isinstance(raw, dict) and raw.keys() & _IMAGE_STRUCT:
+            data, path = (raw.get(field) for field in _IMAGE_STRUCT)
+            return self.typed(spec, data if data is not None else path, folder)
         return resolve_path(raw, folder)
 
 

@@ -71,3 +71,25 @@ class ClassNameKind(FeatureKind):
 
     def caption(self, values: list[Any], classes: list[str] | tuple[str, ...] | None) -> str | None:
         return str((classes or ())[values[0]])
+
+
+class ClassIdKind(ClassNameKind):
+    """``class_id``: a class's id (0, 1, ...) in the input, as Hugging Face's ``ClassLabel`` stores
+    it, its name from the config's ``classes`` list; the record holds the id, the manifest the names."""
+
+    name: ClassVar[str] = "class_id"
+
+    def classes(self, value: object, path: str, source: str | None) -> tuple[str, ...] | None:
+        if value is None:
+            raise ConfigError(f"{path}.classes", "a class_id feature needs its class names, in id order", source)
+        return super().classes(value, path, source)
+
+    def typed(self, spec: FeatureSpec, raw: Any, folder: str | None) -> Any:
+        names = spec.classes or ()
+        if isinstance(raw, str) and raw.strip().isdigit():
+            raw = int(raw)
+        if isinstance(raw, bool) or not isinstance(raw, int):
+            raise BadValue(f"expected a class id, got {raw!r}")
+        if not 0 <= raw < len(names):
+            raise BadValue(f"class id {raw} is not one of the {len(names)} classes (0 to {len(names) - 1})")
+        return names[raw]

@@ -11,7 +11,7 @@ from typing import Any
 from shardkit.features.base import FeatureKind
 from shardkit.features.files import BytesKind
 from shardkit.features.images import EncodedImageKind, ImageKind, MaskKind
-from shardkit.features.labels import ClassNameKind
+from shardkit.features.labels import ClassIdKind, ClassNameKind
 from shardkit.features.numbers import FloatKind, Int64Kind
 from shardkit.features.objects import ObjectsKind
 from shardkit.features.text import StringKind
@@ -26,6 +26,7 @@ KINDS: dict[str, FeatureKind] = {
         BytesKind(),
         StringKind(),
         ClassNameKind(),
+        ClassIdKind(),
         EncodedImageKind(),
         ObjectsKind(),
     )

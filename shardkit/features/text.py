@@ -1,11 +1,14 @@
-"""``string``: UTF-8 text, one value per record (also the ``source_id`` shardkit adds)."""
+"""``string``: UTF-8 text, one value per record (also the ``source_id`` shardkit adds), or a list
+of them where the input holds a list (a table's ``list<string>``), its lengths in the schema."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from shardkit.features.base import TFDS, BadValue, FeatureKind, FeatureSpec
+import numpy as np
+
+from shardkit.features.base import TFDS, BadValue, Encoder, FeatureKind, Features, FeatureSpec, Loaded, RecordStats
 
 
 class StringKind(FeatureKind):
@@ -15,12 +18,32 @@ class StringKind(FeatureKind):
     label_role: ClassVar[str] = "by_name"
 
     def typed(self, spec: FeatureSpec, raw: Any, folder: str | None) -> Any:
+        """A text as UTF-8 bytes; a list of texts as a list of them."""
+        if isinstance(raw, list):
+            return [self._text(item) for item in raw]
+        return self._text(raw)
+
+    @staticmethod
+    def _text(raw: Any) -> bytes:
         if isinstance(raw, (dict, list)) or raw is None:
             raise BadValue(f"expected text, got {raw!r}")
         try:
             return str(raw).encode("utf-8")
         except UnicodeEncodeError:
             raise BadValue("text is not valid Unicode (a lone surrogate)") from None
+
+    def initial_lengths(self, spec: FeatureSpec) -> dict[str, tuple[int, int]]:
+        return {}  # one text, or a list of any length: the records tell
+
+    def encoder(self, spec: FeatureSpec, stats: RecordStats) -> Encoder:
+        key = spec.key
+
+        def encode(value: Any, loaded: Loaded, augmented: dict[str, np.ndarray] | None, out: Features, labels: list[Any]) -> None:
+            values = value if isinstance(value, list) else [value]
+            out[key] = ("bytes", values)
+            stats.length(key, len(values))
+
+        return encode
 
     def tfds_feature(self, entry: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
         return {"pythonClassName": TFDS + "text_feature.Text", "text": {}}

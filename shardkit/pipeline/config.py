@@ -26,7 +26,7 @@ from typing import Any, Literal, cast, get_args
 import yaml
 
 from shardkit.errors import ConfigError
-from shardkit.features.base import FeatureSpec, int_in
+from shardkit.features.base import BadValue, FeatureSpec, int_in
 from shardkit.features.registry import KINDS, kind_named
 from shardkit.formats.image_headers import IMAGE_SUFFIXES
 from shardkit.storage import location
@@ -131,7 +131,7 @@ class Config:
 
 
 _TOP_KEYS = ("columns", "features", "augment", "snapshot")
-_FEATURE_KEYS = ("kind", "column", "encoding", "quality", "channels", "classes", "png_level", "masks")
+_FEATURE_KEYS = ("kind", "column", "encoding", "quality", "channels", "classes", "png_level", "masks", "default")
 _AUGMENT_KEYS = ("copies", "keep_original", "decode", "boxes", "pipeline")
 _BOXES_KEYS = ("min_visibility", "min_area")
 
@@ -160,7 +160,15 @@ def _parse_feature(key: str, raw: object, source: str | None) -> FeatureSpec:
     column = spec.get("column", key)
     if isinstance(column, bool) or not isinstance(column, (int, str)) or (isinstance(column, int) and column < 0):
         raise ConfigError(f"{path}.column", f"expected a column name or a 0-based position, got {column!r}", source)
-    return FeatureSpec(key=key, kind=kind, column=column, **kind.options(spec, path, source))
+    parsed = FeatureSpec(key=key, kind=kind, column=column, **kind.options(spec, path, source))
+    default = spec.get("default")
+    if default is not None:
+        try:
+            kind.typed(parsed, default, None)  # a default the feature could never store is a config mistake
+        except BadValue as exc:
+            raise ConfigError(f"{path}.default", str(exc), source) from None
+        parsed = dataclasses.replace(parsed, default=default)
+    return parsed
 
 
 def _parse_augment(raw: object, features: tuple[FeatureSpec, ...], source: str | None) -> AugmentSpec:

@@ -57,7 +57,7 @@ def test_config_error_line(seg_data: Path, tmp_path: Path) -> None:
     assert code == 1
     assert (
         output == f"Error: {config}: features.image.kind: unknown feature kind 'picture' "
-        "(known: image, mask, int64, float, bytes, string, class_name, encoded_image, objects)\n"
+        "(known: image, mask, int64, float, bytes, string, class_name, class_id, encoded_image, objects)\n"
     )
     assert not (tmp_path / "out").exists()  # config mistakes fail before any work
 

@@ -34,10 +34,17 @@ def typed_value(row: Row, spec: FeatureSpec, txt_names: tuple[str, ...] | None, 
     """The value of ``spec`` for ``row``, converted and checked by its kind; file paths joined to
     ``folder`` (absolute: the index file's own), or left as written when ``folder`` is None."""
     raw = row.get(spec.column, txt_names)
+    if raw is None and spec.default is not None:
+        raw = spec.default
     try:
         return spec.kind.typed(spec, raw, folder)
     except BadValue as exc:
-        raise EntryError(row.source, row.line, f"{spec.key}: {exc}") from None
+        raise EntryError(row.source, row.line, f"{spec.key}: {null_reason(spec) if raw is None else exc}") from None
+
+
+def null_reason(spec: FeatureSpec) -> str:
+    """Why a row with no value for ``spec`` is bad input, and what to do about it."""
+    return f"column {spec.column!r} is null: give the feature a 'default:' in the config, or build with --on-error skip"
 
 
 def check_columns(row: Row, config: Config) -> None:

@@ -63,7 +63,7 @@ def split_of(path: str) -> str:
     """The split of an index file, told by its name as its format reads it: ``train_3.txt`` ->
     ``train``; ``instances_val2017.json`` -> ``val``."""
     found = registry.file_format(path)
-    return found.split_name(file_name(path)) if found is not None else split_name(file_name(path))
+    return found.split_name(path) if found is not None else split_name(file_name(path))
 
 
 def discover(paths: Sequence[str | Path], ignore: Sequence[str] = (), split: str | None = None) -> list[IndexFile]:

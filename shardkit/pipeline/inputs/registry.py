@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 
 from shardkit.errors import ShardkitError
-from shardkit.pipeline.inputs.formats import delimited, image_folder, jsonl, txt
+from shardkit.pipeline.inputs.formats import delimited, image_folder, jsonl, parquet, txt
 from shardkit.pipeline.inputs.formats.detection import coco, od_csv, voc, yolo
 from shardkit.pipeline.inputs.formats.input_format import InputFormat
 
@@ -22,6 +22,7 @@ FORMATS: tuple[InputFormat, ...] = (
     delimited.CSV,
     delimited.TSV,
     jsonl.JSONL,
+    parquet.PARQUET,
     coco.COCO,
     od_csv.OD_CSV,
     yolo.YOLO,

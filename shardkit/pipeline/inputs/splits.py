@@ -144,7 +144,7 @@ def _given_config(config: Config | str | Path | None, splits: dict[str, SplitInp
     if config is not None:
         return load_config(config)
     for split_input in splits.values():
-        default = split_input.sources[0].format.default_config() if split_input.sources else None
+        default = split_input.sources[0].format.default_config(split_input.sources[0].path) if split_input.sources else None
         if default is not None:
             return parse_config(default)
     for split_input in splits.values():

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Iterator, Sequence
 
-from shardkit.pipeline.config import Config
+from shardkit.pipeline.config import IDENTITY_COLUMN, Config
 from shardkit.pipeline.inputs.entries import Entry, to_entry
 from shardkit.pipeline.inputs.formats.input_format import Row
 from shardkit.pipeline.inputs.sources import PlanSource
@@ -43,11 +43,50 @@ def read_entries(plan_dir: str, part: PlanSlice, sources: Sequence[PlanSource], 
     """The entries of one shard, typed and with paths resolved, in plan order."""
     # Each source's format reads its rows back, looked up once a shard, not once a line.
     readers = [(s.format.plan_row, s.path, s.names, s.folder) for s in sources]
+    tables = {i for i, s in enumerate(sources) if s.format.reads_tables}
     for lines in _lines(location.join(plan_dir, part.file), part):
-        for line in lines:
-            _, position, number, payload = line.decode("utf-8", "surrogateescape").split("\t", 3)
-            plan_row, path, names, folder = readers[int(position)]
-            yield to_entry(plan_row(path, names, int(number), payload), config, folder)
+        fields = [line.decode("utf-8", "surrogateescape").split("\t", 3) for line in lines]
+        read = _table_rows(fields, tables, sources, config) if tables else {}
+        for _, position, number, payload in fields:
+            source = int(position)
+            if source in tables:
+                row = read[source][int(number)]
+            else:
+                plan_row, path, names, _ = readers[source]
+                row = plan_row(path, names, int(number), payload)
+            yield to_entry(row, config, readers[source][3])
+
+
+def _table_rows(fields: list[list[str]], tables: set[int], sources: Sequence[PlanSource], config: Config) -> dict[int, dict[int, Row]]:
+    """The rows of a block of plan lines whose sources are tables, read back many at a time."""
+    wanted: dict[int, list[int]] = {}
+    for _, position, number, _ in fields:
+        if int(position) in tables:
+            wanted.setdefault(int(position), []).append(int(number))
+    columns = table_columns(config, sources)
+    read = {}
+    for source, numbers in wanted.items():
+        found = sources[source]
+        read[source] = {row.line: row for row in found.format.rows_at(found.path, numbers, columns[source])}
+    return read
+
+
+def table_columns(config: Config, sources: Sequence[PlanSource]) -> list[list[str] | None]:
+    """Per source, the columns the config reads of it, by name (a position indexes the source's
+    names); None where a position has no name: all columns, for the row's own check to report."""
+    out: list[list[str] | None] = []
+    for source in sources:
+        names = source.names or ()
+        columns: list[str] | None = []
+        for spec in config.features:
+            if spec.column == IDENTITY_COLUMN or columns is None:
+                continue
+            if isinstance(spec.column, str):
+                columns.append(spec.column)
+            else:
+                columns = [*columns, names[spec.column]] if spec.column < len(names) else None
+        out.append(None if columns is None else list(dict.fromkeys(columns)))
+    return out
 
 
 def _lines(path: str, part: PlanSlice) -> Iterator[list[bytes]]:

@@ -238,15 +238,17 @@ def _bytes_per_entry(sample: list[tuple[Any, ...]], config: Config) -> float:
     if not sample:
         return 1.0
     file_columns = [i for i, f in enumerate(config.features) if f.kind.reads_file]
-    remote = location.sizes_of([v[i] for v in sample for i in file_columns if location.is_url(v[i])])  # concurrently
+    remote = location.sizes_of([v[i] for v in sample for i in file_columns if isinstance(v[i], str) and location.is_url(v[i])])
     sizes = []
     for values in sample:
         total = 0
         for i in file_columns:
-            if values[i] in remote:
+            if isinstance(values[i], bytes):  # a file's bytes held in the input (a table)
+                total += len(values[i])
+            elif values[i] in remote:
                 total += remote[values[i]] or 0
-                continue
-            with contextlib.suppress(OSError):
-                total += os.path.getsize(values[i])
+            else:
+                with contextlib.suppress(OSError):
+                    total += os.path.getsize(values[i])
         sizes.append(total + 64)
     return (sum(sizes) / len(sizes)) * config.records_per_entry

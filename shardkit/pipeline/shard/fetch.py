@@ -60,8 +60,11 @@ class Fetcher:
             if pool is not None:
                 pool.shutdown(wait=False, cancel_futures=True)
 
-    def read(self, path: str, key: str) -> bytes:
-        """The whole file; a missing or unreadable one is an ``ImageProblem`` naming ``key`` and ``path``."""
+    def read(self, path: str | bytes, key: str) -> bytes:
+        """The whole file (or the bytes an input held in place of a path); a missing or unreadable
+        one is an ``ImageProblem`` naming ``key`` and ``path``."""
+        if isinstance(path, bytes):
+            return path
         data = self._fetched.get(path) if self._fetched else None
         if data is not None:
             return data
@@ -75,7 +78,7 @@ class Fetcher:
             raise ImageProblem(f"{key}: {path}: cannot read: {exc.strerror or exc}") from None
 
     def _urls(self, batch: list[Entry]) -> list[str]:
-        return [v for e in batch for i in self.columns if "://" in (v := e.values[i]) and location.is_url(v)]
+        return [v for e in batch for i in self.columns if isinstance(v := e.values[i], str) and "://" in v and location.is_url(v)]
 
     def _fetch(self, batch: list[Entry]) -> dict[str, bytes | None]:
         urls = self._urls(batch)

@@ -87,12 +87,12 @@ class _Loaded:
             path = entry.values[i]
             key = spec.key
             self.specs[key] = spec
-            self.paths[key] = path
+            self.paths[key] = path if isinstance(path, str) else "bytes in the input"
             data = self.files[key] = fetcher.read(path, key)
             try:
                 stored = spec.kind.stored(spec, data)
             except ImageProblem as exc:
-                raise ImageProblem(f"{key}: {path}: {exc}") from None
+                raise ImageProblem(f"{key}: {self.paths[key]}: {exc}") from None
             if stored is not None:
                 self.infos[key], self.modes[key] = stored
         if lead is not None:  # after the loop: a config may list a mask before its image

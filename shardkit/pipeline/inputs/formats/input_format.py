@@ -110,6 +110,9 @@ class InputFormat:
     # A layout any folder has (ImageFolder): read only where ``--from-folder`` names the folder;
     # a folder given as an input is a folder of index files unless a layout of its own claims it.
     any_folder: ClassVar[bool] = False
+    # Rows read back by their number from the input itself (a table), many at a time: the plan
+    # keeps no payload, and a worker asks ``rows_at`` for a block of its shard's rows at once.
+    reads_tables: ClassVar[bool] = False
 
     def claims(self, path: str) -> bool:
         """Whether this format reads the file ``path``, told by its content (a COCO JSON among
@@ -132,18 +135,18 @@ class InputFormat:
         by its name (``split_name``)."""
         return None
 
-    def split_name(self, file_name: str) -> str:
+    def split_name(self, path: str) -> str:
         """The split a file of this format belongs to, told by its name: ``train_3.txt`` ->
         ``train``; ``val.csv`` -> ``val``; ``test-0.jsonl`` -> ``test``."""
-        return split_name(file_name)
+        return split_name(file_name(path))
 
     def folder_of(self, path: str) -> str:
         """What relative paths in the input resolve against, absolute: the folder it is in."""
         return location.dirname(location.absolute(path))
 
-    def default_config(self) -> Mapping[str, Any] | None:
-        """The config (as YAML would give it) a build of this format uses when none is given;
-        None: inferred from the first row, as for index files."""
+    def default_config(self, path: str) -> Mapping[str, Any] | None:
+        """The config (as YAML would give it) a build of the input ``path`` uses when none is
+        given; None: inferred from the first row, as for index files."""
         return None
 
     def label_map(self, path: str) -> tuple[tuple[int, str], ...] | None:
@@ -174,3 +177,8 @@ class InputFormat:
     def plan_row(self, source: str, names: tuple[str, ...] | None, line: int, payload: str) -> Row:
         """``plan_payload`` read back in a worker, with the source's kept names."""
         return Row(source, line, tuple(json.loads(payload)), names)
+
+    def rows_at(self, source: str, numbers: Sequence[int], columns: Sequence[str] | None) -> list[Row]:
+        """The rows numbered ``numbers``, in that order, with the named ``columns`` (None: all):
+        how a worker reads its rows back where the format ``reads_tables``."""
+        raise NotImplementedError(f"{self.name} rows are read back from their plan lines")

@@ -38,7 +38,7 @@ class DetectionFormat(InputFormat):
 
     keeps_names: ClassVar[bool] = True
 
-    def default_config(self) -> Mapping[str, Any] | None:
+    def default_config(self, path: str) -> Mapping[str, Any] | None:
         return DEFAULT_CONFIG
 
     def plan_payload(self, row: Row) -> str:

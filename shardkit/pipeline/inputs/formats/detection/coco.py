@@ -66,8 +66,8 @@ class Coco(DetectionFormat):
             return False
         return len({m.group(1) for m in _KEYS.finditer(head)}) >= 1 and head.lstrip()[:1] == b"{"
 
-    def split_name(self, file_name: str) -> str:
-        stem = _TASK_PREFIX.sub("", os.path.splitext(file_name)[0])
+    def split_name(self, path: str) -> str:
+        stem = _TASK_PREFIX.sub("", os.path.splitext(os.path.basename(path))[0])
         return _YEAR.sub("", stem) or stem
 
     def folder_of(self, path: str) -> str:
