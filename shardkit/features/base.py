@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 import numpy as np
 
 from shardkit.errors import ConfigError
+from shardkit.features.drawn import ObjectLists, Overlay
 from shardkit.formats.example_proto import FeatureValue
 from shardkit.formats.image_headers import ImageInfo
 
@@ -58,33 +59,6 @@ class Loaded(Protocol):
 # One feature's encoder for one shard: (the entry's value, its files, augmented arrays or None,
 # the record's features to fill, the (key, label value) pairs to count once the entry is done).
 Encoder = Callable[[Any, Loaded, "dict[str, np.ndarray] | None", Features, "list[tuple[str, str | None]]"], None]
-
-
-@dataclasses.dataclass(frozen=True)
-class Overlay:
-    """What a preview draws over a record's picture for one feature: its objects, placed in
-    fractions of the picture's width and height, so that any size of tile can show them."""
-
-    boxes: np.ndarray  # (N, 4) xmin, ymin, xmax, ymax
-    names: tuple[str, ...]  # each object's class name
-    colours: tuple[int, ...]  # each object's colour number (its class's place in the class list, from 1)
-    crowd: tuple[bool, ...] | None = None  # which boxes hold a crowd rather than one object
-    masks: np.ndarray | None = None  # (N, h, w) 0/1, at the size the picture is shown
-    keypoints: np.ndarray | None = None  # (N, K, 3) x, y, visibility (0 not labelled, 1 hidden, 2 visible)
-
-
-@dataclasses.dataclass(frozen=True)
-class ObjectLists:
-    """Where a record keeps one image's objects (one value per object in each list), for readers
-    that build tensors from them (``shardkit.tfdata``), and the names of what they build."""
-
-    key: str  # the feature's key
-    boxes: str  # built: (N, 4) float32 ymin, xmin, ymax, xmax, as TensorFlow's detection APIs take boxes
-    classes: str  # built: (N,) int64, each object's class as its place in the class list (0, 1, ...)
-    corners: tuple[str, str, str, str]  # the stored ymin, xmin, ymax and xmax lists
-    label: str  # the stored class ids
-    class_ids: tuple[int, ...]  # class i of the class list has id class_ids[i]
-    masks: str | None  # the stored per-object PNG masks, decoded in place with the images
 
 
 @dataclasses.dataclass(frozen=True)
@@ -244,6 +218,26 @@ class FeatureKind:
         """``raw`` converted and checked; raises ``BadValue``. ``folder``: what relative file paths
         resolve against (None leaves them as written)."""
         raise NotImplementedError
+
+    # -- a column of a table (pyarrow, imported by the caller) ------------------------------------
+
+    def column_problems(self, spec: FeatureSpec, column: Any, rows: Any = None) -> list[tuple[int, str]]:
+        """(row index, reason) for each non-null value of the Arrow array ``column`` (only at
+        ``rows``, where given) that ``typed`` refuses, in row order: value by value here; a kind
+        screens a column whose Arrow type it knows and asks this for the few suspect rows."""
+        rows = range(len(column)) if rows is None else [int(i) for i in rows]
+        problems = []
+        for i, raw in zip(rows, column.take(list(rows)).to_pylist(), strict=True):
+            if raw is not None:
+                try:
+                    self.typed(spec, raw, None)
+                except BadValue as exc:
+                    problems.append((i, str(exc)))
+        return problems
+
+    def column_class_names(self, spec: FeatureSpec, column: Any) -> set[str]:
+        """The class names a checked column's non-null values hold (``has_classes``)."""
+        return {n for raw in column.drop_null().to_pylist() for n in self.class_names(self.typed(spec, raw, None))}
 
     # -- records ---------------------------------------------------------------------------------
 

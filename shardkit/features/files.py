@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from shardkit.features import columns
 from shardkit.features.base import BadValue, Encoder, FeatureKind, Features, FeatureSpec, Loaded, RecordStats
 from shardkit.storage import location
 
@@ -47,6 +48,26 @@ class FileKind(FeatureKind):
     plain_text_ok: ClassVar[bool] = True  # any word names a path; the worker finds out whether it exists
     wire: ClassVar[str] = "bytes"
     schema_dtype: ClassVar[str] = "bytes"
+
+    def column_problems(self, spec: FeatureSpec, column: Any, rows: Any = None) -> list[tuple[int, str]]:
+        """Paths, bytes or the ``{bytes, path}`` struct: only empty values are suspect (whether a
+        path names a file, the worker finds out); never a copy of a table's image bytes."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        kind = column.type
+        if rows is not None:
+            return super().column_problems(spec, column, rows)
+        if pa.types.is_struct(kind) and {kind.field(i).name for i in range(kind.num_fields)} >= set(_IMAGE_STRUCT):
+            data, path = (pc.struct_field(column, field) for field in _IMAGE_STRUCT)
+            empty = pc.or_kleene(pc.equal(pc.binary_length(data), 0), pc.and_kleene(data.is_null(), pc.equal(pc.binary_length(path), 0)))
+            missing = pc.and_(data.is_null(), path.is_null())
+            suspect = pc.or_(empty.fill_null(False), missing).to_numpy(zero_copy_only=False) & ~columns.nulls(column)
+        elif columns.is_text(column) or pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+            suspect = pc.equal(pc.binary_length(column), 0).fill_null(False).to_numpy(zero_copy_only=False)
+        else:
+            return super().column_problems(spec, column)
+        return super().column_problems(spec, column, np.flatnonzero(suspect)) if suspect.any() else []
 
     def typed(self, spec: FeatureSpec, raw: Any, folder: str | None) -> Any:
         """A path, resolved; or the file's bytes where a table holds them: a binary value, or the

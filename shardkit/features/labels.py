@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from shardkit.errors import ConfigError
+from shardkit.features import columns
 from shardkit.features.base import TFDS, BadValue, Encoder, FeatureKind, Features, FeatureSpec, Loaded, RecordStats
 from shardkit.units import plural
 
@@ -41,6 +42,26 @@ class ClassNameKind(FeatureKind):
         if spec.classes is not None and name not in spec.classes:
             raise BadValue(f"unknown class {name!r} (the config lists {len(spec.classes)} classes)")
         return name
+
+    def column_problems(self, spec: FeatureSpec, column: Any, rows: Any = None) -> list[tuple[int, str]]:
+        """A text column: only names outside a fixed class list are suspect."""
+        if rows is not None or not columns.is_text(column):
+            return super().column_problems(spec, column, rows)
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        suspect = pc.equal(pc.utf8_length(column), 0).fill_null(False).to_numpy(zero_copy_only=False)
+        if spec.classes is not None:
+            suspect |= ~pc.is_in(column, value_set=pa.array(spec.classes)).to_numpy(zero_copy_only=False)
+        suspect &= ~columns.nulls(column)
+        return super().column_problems(spec, column, np.flatnonzero(suspect)) if suspect.any() else []
+
+    def column_class_names(self, spec: FeatureSpec, column: Any) -> set[str]:
+        if not columns.is_text(column):
+            return super().column_class_names(spec, column)
+        import pyarrow.compute as pc
+
+        return set(pc.unique(column.drop_null()).to_pylist())
 
     def encoder(self, spec: FeatureSpec, stats: RecordStats) -> Encoder:
         key = spec.key
@@ -83,6 +104,17 @@ class ClassIdKind(ClassNameKind):
         if value is None:
             raise ConfigError(f"{path}.classes", "a class_id feature needs its class names, in id order", source)
         return super().classes(value, path, source)
+
+    def column_problems(self, spec: FeatureSpec, column: Any, rows: Any = None) -> list[tuple[int, str]]:
+        """An integer column: only ids outside the class list are suspect."""
+        if rows is not None or not columns.is_integer(column):
+            return FeatureKind.column_problems(self, spec, column, rows)
+        ids = columns.numbers(column)
+        suspect = ((ids < 0) | (ids >= len(spec.classes or ()))) & ~columns.nulls(column)
+        return FeatureKind.column_problems(self, spec, column, np.flatnonzero(suspect)) if suspect.any() else []
+
+    def column_class_names(self, spec: FeatureSpec, column: Any) -> set[str]:
+        return set(spec.classes or ())  # fixed by the config (or the Hub's metadata): nothing to collect
 
     def typed(self, spec: FeatureSpec, raw: Any, folder: str | None) -> Any:
         names = spec.classes or ()

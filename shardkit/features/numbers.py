@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from shardkit.features import columns
 from shardkit.features.base import BadValue, Encoder, FeatureKind, Features, FeatureSpec, Loaded, RecordStats
 
 _FLOAT32_MAX = 3.4028234663852886e38
@@ -32,6 +33,18 @@ class NumberKind(FeatureKind):
         return out
 
     def cast(self, item: Any) -> Any:
+        raise NotImplementedError
+
+    def column_problems(self, spec: FeatureSpec, column: Any, rows: Any = None) -> list[tuple[int, str]]:
+        """A column of numbers (or lists of them) screened in NumPy; only suspect rows are typed."""
+        if rows is not None or not (columns.is_number(column) or (columns.is_list(column) and columns.is_number(column.flatten()))):
+            return super().column_problems(spec, column, rows)
+        values, parents = columns.values_and_rows(column)
+        suspect = columns.nulls(values) | self.suspect(columns.numbers(values))
+        return super().column_problems(spec, column, columns.suspect_rows(parents, suspect)) if suspect.any() else []
+
+    def suspect(self, values: np.ndarray) -> np.ndarray:
+        """Which values ``typed`` may refuse (screened for the few to check one by one)."""
         raise NotImplementedError
 
     def check_item(self, item: Any) -> None:
@@ -70,6 +83,13 @@ class Int64Kind(NumberKind):
     def cast(self, item: Any) -> Any:
         return int(item)
 
+    def suspect(self, values: np.ndarray) -> np.ndarray:
+        if values.dtype.kind == "f":
+            return np.asarray(~np.isfinite(values) | (values != np.floor(values)) | (np.abs(values) >= 2.0**63))
+        if values.dtype.kind == "u":
+            return np.asarray(values > np.iinfo(np.int64).max)
+        return np.zeros(len(values), dtype=bool)
+
     def check_item(self, item: Any) -> None:
         if isinstance(item, float) and not item.is_integer():
             raise BadValue(f"{item!r} is not an integer")
@@ -102,6 +122,10 @@ class FloatKind(NumberKind):
 
     def cast(self, item: Any) -> Any:
         return float(item)
+
+    def suspect(self, values: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore"):
+            return np.asarray(np.isfinite(values) & (np.abs(values.astype(np.float64)) > _FLOAT32_MAX))
 
     def check_range(self, values: list[Any]) -> None:
         if any(abs(v) > _FLOAT32_MAX and v not in (float("inf"), float("-inf")) for v in values):

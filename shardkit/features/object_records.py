@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from shardkit.features.base import TFDS, Labels, ObjectLists, Overlay
+from shardkit.features.base import TFDS, Labels
+from shardkit.features.drawn import ObjectLists, Overlay
 from shardkit.formats import image_codec
 from shardkit.formats.image_headers import ImageProblem
 from shardkit.units import plural

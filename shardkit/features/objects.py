@@ -36,7 +36,8 @@ import numpy as np
 from shardkit.errors import ConfigError
 from shardkit.features import object_records
 from shardkit.features.annotations import ObjectArrays, Objects, on_image, resized
-from shardkit.features.base import BadValue, Encoder, FeatureKind, Features, FeatureSpec, Labels, Loaded, ObjectLists, Overlay, RecordStats
+from shardkit.features.base import BadValue, Encoder, FeatureKind, Features, FeatureSpec, Labels, Loaded, RecordStats
+from shardkit.features.drawn import ObjectLists, Overlay
 from shardkit.formats import image_codec
 from shardkit.formats.image_headers import ImageProblem
 from shardkit.units import plural

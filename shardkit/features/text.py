@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from shardkit.features import columns
 from shardkit.features.base import TFDS, BadValue, Encoder, FeatureKind, Features, FeatureSpec, Loaded, RecordStats
 
 
@@ -31,6 +32,14 @@ class StringKind(FeatureKind):
             return str(raw).encode("utf-8")
         except UnicodeEncodeError:
             raise BadValue("text is not valid Unicode (a lone surrogate)") from None
+
+    def column_problems(self, spec: FeatureSpec, column: Any, rows: Any = None) -> list[tuple[int, str]]:
+        """Arrow's strings are valid UTF-8 already: only a list's null items are suspect."""
+        if rows is not None or not (columns.is_text(column) or (columns.is_list(column) and columns.is_text(column.flatten()))):
+            return super().column_problems(spec, column, rows)
+        values, parents = columns.values_and_rows(column)
+        suspect = columns.nulls(values) if columns.is_list(column) else np.zeros(len(values), dtype=bool)
+        return super().column_problems(spec, column, columns.suspect_rows(parents, suspect)) if suspect.any() else []
 
     def initial_lengths(self, spec: FeatureSpec) -> dict[str, tuple[int, int]]:
         return {}  # one text, or a list of any length: the records tell

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from shardkit.features.base import ObjectLists
+from shardkit.features.drawn import ObjectLists
 from shardkit.features.registry import of_entry
 from shardkit.output.manifest import Manifest
 

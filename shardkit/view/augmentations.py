@@ -23,7 +23,7 @@ import numpy as np
 from PIL import Image
 
 from shardkit.errors import EntryError, ShardkitError, UsageError
-from shardkit.features.base import Overlay
+from shardkit.features.drawn import Overlay
 from shardkit.formats import image_headers
 from shardkit.formats.example_proto import decode_example
 from shardkit.pipeline.config import Config

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from shardkit.features.base import Overlay
+from shardkit.features.drawn import Overlay
 
 MASK_ALPHA = 0.4
 DARK = (20, 20, 20)

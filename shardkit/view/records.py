@@ -25,7 +25,7 @@ from PIL import Image
 
 from shardkit.check.inspection import sniff
 from shardkit.errors import ShardkitError, UsageError
-from shardkit.features.base import Overlay
+from shardkit.features.drawn import Overlay
 from shardkit.features.registry import KINDS, of_entry
 from shardkit.formats import image_codec, image_headers, tfrecord_scan
 from shardkit.formats.example_proto import BYTES, INT64, DecodeError, decode_example

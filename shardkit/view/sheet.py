@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from shardkit.features.base import Overlay
+from shardkit.features.drawn import Overlay
 from shardkit.view import boxes
 
 BACKGROUND = (255, 255, 255)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from shardkit.features.base import Overlay
+from shardkit.features.drawn import Overlay
 from shardkit.view import sheet
 from shardkit.view.augmentations import augmentation_records, augmentation_sheet, sheet_rows
 from shardkit.view.records import record_sheet, record_tiles

@@ -36,6 +36,7 @@ from shardkit.pipeline.inputs.splits import SplitInput
 from shardkit.pipeline.plan.arithmetic import ShuffleKeys, default_entries_per_shard
 from shardkit.pipeline.plan.plan_file import encode_line, write_plan
 from shardkit.pipeline.plan.spool import BUFFER_BYTES, Spool, merged
+from shardkit.pipeline.plan.table_rows import plan_tables
 from shardkit.storage import location
 
 SAMPLE = 64  # entries whose files are sized to choose the default shard size
@@ -91,6 +92,10 @@ def make_plan(
         size = sum(n or 0 for n in location.sizes_of([f.path for f in split_input.files]).values())  # a store's concurrently
         if processes > 1 and size > PARALLEL_BYTES:
             parts = _spool_pieces(split_input, config, scratch, seed, shuffle, on_error, buffer_bytes, processes, size, progress)
+        elif split_input.files and all(s.format.reads_tables for s in split_input.sources):
+            spool = Spool(scratch, shuffle, buffer_bytes)
+            pieces = [f.piece or Piece(f.path) for f in split_input.files]
+            parts = [_fill_tables(pieces, list(split_input.sources), config, spool, seed, on_error, 0, progress)]
         else:
             spool = Spool(scratch, shuffle, buffer_bytes)
             parts = [_fill(split_input.rows, list(split_input.sources), config, spool, seed, on_error, 0, progress)]
@@ -161,6 +166,22 @@ def _fill(
     return _Spooled(spool, sources, sample, classes, errors)
 
 
+def _fill_tables(
+    pieces: list[Piece],
+    sources: list[PlanSource],
+    config: Config,
+    spool: Spool,
+    seed: int,
+    on_error: str,
+    part: int,
+    progress: Progress | None = None,
+) -> _Spooled:
+    """``_fill`` for pieces of tables: a column batch at a time (``plan.table_rows``)."""
+    found = plan_tables(pieces, sources, config, spool, seed, on_error, part, SAMPLE, progress)
+    sources = [dataclasses.replace(s, names=found.names[i]) if i in found.names else s for i, s in enumerate(sources)]
+    return _Spooled(spool, sources, found.sample, found.classes, found.errors)
+
+
 def _trimmed(row: Row, trims: list[FeatureSpec], columns: tuple[str, ...] | None) -> Row:
     """``row`` with the values of ``trims`` as their kinds keep them in the plan (a boxes-only
     build's COCO rows without their polygons: 3.3 kB a row at train2017's density, never read)."""
@@ -226,7 +247,10 @@ def _plan_piece(
     spool = Spool(folder, shuffle, buffer_bytes)
     source = next(s for s in sources if s.path == piece.path)  # the piece's file, read by its format
     try:
-        result = _fill(source.format.read_rows(piece), sources, config, spool, seed, on_error, part)
+        if source.format.reads_tables:
+            result = _fill_tables([piece], sources, config, spool, seed, on_error, part)
+        else:
+            result = _fill(source.format.read_rows(piece), sources, config, spool, seed, on_error, part)
     except EntryError as exc:  # reported by the parent only if no earlier piece has a bad row too
         return _Spooled(Spool(folder, shuffle), sources, [], {}, [], exc)  # not the lines spooled so far
     spool.spill()

@@ -38,6 +38,15 @@ class Spool:
         if self._buffered > self.buffer_bytes:
             self.spill()
 
+    def add_lines(self, data: bytes, count: int, bucket: int) -> None:
+        """Add ``count`` newline-terminated lines at once, all of bucket ``bucket`` (see ``add``)."""
+        buffer = self._buffers[bucket] if self.sort else self._buffers[0]
+        buffer += data
+        self._buffered += len(data)
+        self.lines += count
+        if self._buffered > self.buffer_bytes:
+            self.spill()
+
     def spill(self) -> None:
         """Append every buffered line to its bucket's file, leaving the buffers empty."""
         os.makedirs(self.folder, exist_ok=True)

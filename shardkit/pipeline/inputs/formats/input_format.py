@@ -178,6 +178,18 @@ class InputFormat:
         """``plan_payload`` read back in a worker, with the source's kept names."""
         return Row(source, line, tuple(json.loads(payload)), names)
 
+    def column_names(self, path: str) -> tuple[str, ...]:
+        """A table's columns, as a config names them (``reads_tables``)."""
+        raise NotImplementedError(f"{self.name} inputs are not tables")
+
+    def read_tables(self, piece: Piece, columns: Sequence[str] | None) -> Iterator[Any]:
+        """A table's rows as column batches (``TableBatch``) of ``columns`` (None: all), in order."""
+        raise NotImplementedError(f"{self.name} inputs are not tables")
+
+    def table_at(self, source: str, numbers: Sequence[int], columns: Sequence[str] | None) -> Any:
+        """The rows numbered ``numbers``, in that order, as one column batch (``TableBatch``)."""
+        raise NotImplementedError(f"{self.name} inputs are not tables")
+
     def rows_at(self, source: str, numbers: Sequence[int], columns: Sequence[str] | None) -> list[Row]:
         """The rows numbered ``numbers``, in that order, with the named ``columns`` (None: all):
         how a worker reads its rows back where the format ``reads_tables``."""

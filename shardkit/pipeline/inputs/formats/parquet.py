@@ -149,8 +149,9 @@ class Parquet(InputFormat):
         back[order] = np.arange(len(order))
         return TableBatch(source, 0, _columns(table.take(pa.array(back)), columns))
 
-    def described(self, row: Row) -> str:
-        return row.identity
+    def column_names(self, path: str) -> tuple[str, ...]:
+        """The file's columns: the top-level ones, then every struct field by its dotted name."""
+        return tuple(_flat_names(_file(path).schema_arrow))
 
 
 def hub_features(path: str) -> dict[str, dict[str, Any]]:
@@ -165,11 +166,6 @@ def hub_features(path: str) -> dict[str, dict[str, Any]]:
     except (ValueError, KeyError, TypeError):
         return {}
     return {k: v for k, v in features.items() if isinstance(v, dict)} if isinstance(features, dict) else {}
-
-
-def column_names(path: str) -> tuple[str, ...]:
-    """The file's columns: the top-level ones, then every struct field by its dotted name."""
-    return tuple(_flat_names(_file(path).schema_arrow))
 
 
 def _flat_names(schema: pa.Schema) -> list[str]:

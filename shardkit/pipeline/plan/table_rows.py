@@ -1,0 +1,147 @@
+"""A table's rows planned a column batch at a time (Parquet): no Python work per value.
+
+Each feature's kind checks its whole column (``FeatureKind.column_problems``: screened in NumPy,
+the few suspect values typed one by one for their message), nulls are bad input unless the
+feature gives a default, open class lists collect each column's distinct names, keys are
+computed for the batch at once (``arithmetic.table_keys``), and the plan lines, which name rows
+by number and carry no payload, go to the spool a bucket at a time. A bad row is reported as the
+per-row path reports it: its file, its row number (from 1) and the first feature that refuses it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from shardkit.errors import ConfigError, EntryError
+from shardkit.features import columns as arrow_columns
+from shardkit.features.base import FeatureSpec
+from shardkit.pipeline.config import IDENTITY_COLUMN, Config
+from shardkit.pipeline.inputs.entries import null_reason
+from shardkit.pipeline.inputs.formats.input_format import Piece, Row
+from shardkit.pipeline.inputs.sources import PlanSource
+from shardkit.pipeline.plan.arithmetic import table_keys
+from shardkit.pipeline.plan.spool import Spool
+
+Sample = list[tuple[int, tuple[int, int], int, Row]]  # the planner's: (-key, tiebreak, source, row)
+
+
+@dataclasses.dataclass
+class TablesPlanned:
+    """What planning a table's pieces saw besides the lines spooled."""
+
+    sample: Sample
+    classes: dict[str, set[str]]
+    errors: list[EntryError]
+    names: dict[int, tuple[str, ...]]  # source position -> its columns
+
+
+def plan_tables(
+    pieces: Sequence[Piece],
+    sources: Sequence[PlanSource],
+    config: Config,
+    spool: Spool,
+    seed: int,
+    on_error: str,
+    part: int,
+    sample_size: int,
+    progress: Callable[[int], None] | None = None,
+) -> TablesPlanned:
+    """Check, key and spool the rows of ``pieces`` (each of a table source); ``part`` tells this
+    pass's sample apart from other pieces'. With ``on_error`` "fail" the first bad row raises."""
+    position = {s.path: i for i, s in enumerate(sources)}
+    found = TablesPlanned([], config.open_classes(), [], {})
+    for piece in pieces:
+        source = position[piece.path]
+        table = sources[source].format
+        names = found.names.setdefault(source, table.column_names(piece.path))
+        checks = _checks(config, names, piece.path)
+        for batch in table.read_tables(piece, list(dict.fromkeys(column for _, column in checks))):
+            bad = _problems(batch.columns, checks)
+            rows = np.arange(batch.rows, dtype=np.int64)
+            if bad:
+                errors = [EntryError(piece.path, batch.first + i, bad[i]) for i in sorted(bad)]
+                if on_error != "skip":
+                    raise errors[0]
+                found.errors += errors
+                rows = np.setdiff1d(rows, np.fromiter(bad, dtype=np.int64, count=len(bad)))
+            for spec, column in checks:
+                if spec.key in found.classes:
+                    values = batch.columns[column]
+                    found.classes[spec.key] |= spec.kind.column_class_names(spec, values.take(rows) if bad else values)
+            numbers = rows + batch.first
+            keys = table_keys(seed, source, numbers)
+            _spool(spool, keys, source, numbers)
+            _sample(found.sample, keys, rows, batch, names, part, source, sample_size)
+            if progress is not None:
+                progress(len(rows))
+    return found
+
+
+def _checks(config: Config, names: tuple[str, ...], source: str) -> list[tuple[FeatureSpec, str]]:
+    """Each feature read from the table, with the column it reads by name."""
+    checks = []
+    for spec in config.features:
+        if spec.column == IDENTITY_COLUMN:
+            continue
+        column = spec.column if isinstance(spec.column, str) else names[spec.column] if spec.column < len(names) else None
+        if column is None or column not in names:
+            reason = f"no column {spec.column!r} (columns: {', '.join(n for n in names if '.' not in n)})"
+            raise ConfigError(f"features.{spec.key}.column", f"{reason} in {source}", config.source)
+        checks.append((spec, column))
+    return checks
+
+
+def _problems(columns: dict[str, Any], checks: list[tuple[FeatureSpec, str]]) -> dict[int, str]:
+    """Row index -> why the first feature (in config order) that refuses the row refuses it."""
+    bad: dict[int, str] = {}
+    for spec, column in checks:
+        values = columns[column]
+        if spec.default is None and values.null_count:
+            for i in np.flatnonzero(arrow_columns.nulls(values)).tolist():
+                bad.setdefault(i, f"{spec.key}: {null_reason(spec)}")
+        for i, reason in spec.kind.column_problems(spec, values):
+            bad.setdefault(i, f"{spec.key}: {reason}")
+    return bad
+
+
+def _spool(spool: Spool, keys: np.ndarray, source: int, numbers: np.ndarray) -> None:
+    """The rows' plan lines (``KEY SOURCE ROW`` and an empty payload), a bucket at a time."""
+    if spool.sort:
+        order = np.argsort(keys, kind="stable")
+        keys, numbers = keys[order], numbers[order]
+    tail = b"\t%d\t%%d\t\n" % source
+    lines = [b"%016x" % k + tail % n for k, n in zip(keys.tolist(), numbers.tolist(), strict=True)]
+    if not spool.sort:
+        spool.add_lines(b"".join(lines), len(lines), 0)
+        return
+    buckets = (keys >> np.uint64(56)).astype(np.int64)
+    edges = np.flatnonzero(np.diff(buckets)) + 1
+    for start, stop in zip([0, *edges.tolist()], [*edges.tolist(), len(lines)], strict=True):
+        if stop > start:
+            spool.add_lines(b"".join(lines[start:stop]), stop - start, int(buckets[start]))
+
+
+def _sample(
+    sample: Sample, keys: np.ndarray, rows: np.ndarray, batch: Any, names: tuple[str, ...], part: int, source: int, size: int
+) -> None:
+    """Keep the ``size`` smallest keys' rows (for the shard size), as the per-row path does."""
+    if not len(keys):
+        return
+    smallest = np.argsort(keys, kind="stable")[:size]
+    chosen = rows[smallest]
+    values = {name: column.take(chosen).to_pylist() for name, column in batch.columns.items()}
+    for j, (key, row) in enumerate(zip(keys[smallest].tolist(), chosen.tolist(), strict=True)):
+        rank = -int(key)
+        if len(sample) >= size and rank <= sample[0][0]:
+            continue
+        found = Row(batch.source, batch.first + row, tuple(values[n][j] if n in values else None for n in names), names)
+        item = (rank, (part, batch.first + row), source, found)
+        if len(sample) < size:
+            heapq.heappush(sample, item)
+        else:
+            heapq.heapreplace(sample, item)
