@@ -30,12 +30,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from PIL import Image
+from process_tree import measured
 
-ROOT = Path(__file__).resolve().parent.parent
 # COCO's category ids (1..90 with gaps) and names.
 NAMES = [
     "person", "bicycle", "car", "motorcycle", "airplane", "bus", "train", "truck", "boat", "traffic light", "fire hydrant",
@@ -139,55 +138,6 @@ def write_dataset(root: Path, images: int, annotations: int, quality: int, seed:
         f.write(",".join(json.dumps({"supercategory": "thing", "id": i, "name": n}) for i, n in zip(IDS, NAMES, strict=True)))
         f.write("]}")
     return path
-
-
-def tree_peaks(root: int) -> dict[int, tuple[int, str]]:
-    """Every live process under ``root`` (itself included): its peak RSS so far in KB, and its command line."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    found: dict[int, tuple[int, str]] = {}
-    todo = [root]
-    while todo:
-        pid = todo.pop()
-        todo += children.get(pid, [])
-        try:
-            with open(f"/proc/{pid}/status") as f:
-                peak = next((int(line.split()[1]) for line in f if line.startswith("VmHWM")), 0)
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                command = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
-        except OSError:
-            continue
-        found[pid] = (peak, command)
-    return found
-
-
-def measured(command: list[str], every: float = 0.05) -> dict[str, Any]:
-    """Run ``command``; its wall time and the peak RSS of it and of its largest descendant (MB)."""
-    started = time.perf_counter()
-    environment = dict(os.environ, PYTHONPATH=str(ROOT))
-    with tempfile.TemporaryFile("w+") as log:  # not a pipe: a child writing more than it holds would stall
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True, env=environment, cwd=ROOT)
-        peaks: dict[int, tuple[int, str]] = {}
-        while process.poll() is None:
-            for pid, (peak, cmd) in tree_peaks(process.pid).items():
-                if peak >= peaks.get(pid, (0, ""))[0]:
-                    peaks[pid] = (peak, cmd)
-            time.sleep(every)
-        seconds = time.perf_counter() - started
-        log.seek(0)
-        output = log.read()
-    if process.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} failed ({process.returncode}):\n{output[-3000:]}")
-    parent = peaks.pop(process.pid, (0, ""))[0]
-    others = sorted((round(p / 1024) for p, _ in peaks.values()), reverse=True)
-    return {"seconds": seconds, "parent_mb": parent / 1024, "child_mb": max(others, default=0), "children_mb": others, "output": output}
 
 
 JSON_LOAD = r"""

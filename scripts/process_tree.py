@@ -1,0 +1,78 @@
+"""Peak memory and CPU time of a command and every process it starts, for the benchmark scripts.
+
+A pool worker's own ``ru_maxrss`` counts the pages it shares with its parent, and
+``RUSAGE_CHILDREN`` gives only the largest reaped process; the per-process peak a memory
+target is about comes from polling ``VmHWM`` over the live process tree instead.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def tree_peaks(root: int) -> dict[int, tuple[int, str]]:
+    """Every live process under ``root`` (itself included): its peak RSS so far in KB, and its command line."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    found: dict[int, tuple[int, str]] = {}
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        todo += children.get(pid, [])
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                peak = next((int(line.split()[1]) for line in f if line.startswith("VmHWM")), 0)
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                command = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue
+        found[pid] = (peak, command)
+    return found
+
+
+def measured(command: list[str], every: float = 0.05) -> dict[str, Any]:
+    """Run ``command``; its wall time, the CPU seconds (user + system) of it and every process it
+    started and reaped, and the peak RSS of it and of its largest descendant (MB)."""
+    started = time.perf_counter()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    environment = dict(os.environ, PYTHONPATH=str(ROOT))
+    with tempfile.TemporaryFile("w+") as log:  # not a pipe: a child writing more than it holds would stall
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True, env=environment, cwd=ROOT)
+        peaks: dict[int, tuple[int, str]] = {}
+        while process.poll() is None:
+            for pid, (peak, cmd) in tree_peaks(process.pid).items():
+                if peak >= peaks.get(pid, (0, ""))[0]:
+                    peaks[pid] = (peak, cmd)
+            time.sleep(every)
+        seconds = time.perf_counter() - started
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        log.seek(0)
+        output = log.read()
+    if process.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed ({process.returncode}):\n{output[-3000:]}")
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    parent = peaks.pop(process.pid, (0, ""))[0]
+    others = sorted((round(p / 1024) for p, _ in peaks.values()), reverse=True)
+    return {
+        "seconds": seconds,
+        "cpu_seconds": cpu,
+        "parent_mb": parent / 1024,
+        "child_mb": max(others, default=0),
+        "children_mb": others,
+        "output": output,
+    }
