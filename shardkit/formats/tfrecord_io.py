@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from typing import BinaryIO
 
 import crc32c
+import numpy as np
+import numpy.typing as npt
 
 from shardkit.errors import CorruptShardError
 
@@ -57,6 +59,23 @@ class RecordWriter:
         self.offsets.append((self.bytes_written, len(chunk)))
         self.bytes_written += len(chunk)
         self.records += 1
+
+    def write_framed(self, buffer: bytes | bytearray | memoryview, framed_lengths: npt.ArrayLike) -> None:
+        """Append records already framed (``example_batch.frame_batch``) in one write.
+
+        ``buffer`` is the frames one after another, ``framed_lengths`` each frame's size; the
+        count, size, CRC32C and offsets afterwards are those of a ``write()`` per record.
+        """
+        lengths = np.asarray(framed_lengths, dtype=np.int64).reshape(-1)
+        view = memoryview(buffer).cast("B")
+        if int(lengths.sum()) != len(view):
+            raise ValueError(f"the framed lengths add up to {int(lengths.sum())} bytes, the buffer holds {len(view)}")
+        self._file.write(view)
+        self.crc32c = crc32c.crc32c(view, value=self.crc32c)
+        starts = self.bytes_written + np.cumsum(lengths) - lengths
+        self.offsets.extend(zip(starts.tolist(), lengths.tolist(), strict=True))
+        self.bytes_written += len(view)
+        self.records += len(lengths)
 
 
 def open_maybe_gzip(path: str) -> BinaryIO:

@@ -94,6 +94,24 @@ def test_encoding_round_trips_through_tensorflow_protobuf(features: dict) -> Non
     assert decode_example(data) == {k: (d, list(v)) for k, (d, v) in features.items()}
 
 
+def test_write_framed_leaves_what_a_write_per_record_leaves(tmp_path: Path) -> None:
+    records = [encode_example(features) for features in EXAMPLES] + [b""]
+    frames = [frame(r) for r in records]
+    with open(tmp_path / "one", "wb") as one, open(tmp_path / "many", "wb") as many:
+        by_record, framed = RecordWriter(one), RecordWriter(many)
+        for writer in (by_record, framed):
+            writer.write(b"before")
+        for record in records:
+            by_record.write(record)
+        framed.write_framed(b"".join(frames), [len(f) for f in frames])
+        framed.write_framed(b"", [])
+    assert (tmp_path / "one").read_bytes() == (tmp_path / "many").read_bytes()
+    assert vars(by_record) | {"_file": None} == vars(framed) | {"_file": None}
+    assert framed.crc32c == file_crc32c(str(tmp_path / "many"))
+    with pytest.raises(ValueError, match="add up"):
+        framed.write_framed(b"".join(frames), [len(f) for f in frames[1:]])
+
+
 def test_reader_checks_crcs_and_truncation(tmp_path: Path) -> None:
     path = tmp_path / "x.tfrecord"
     path.write_bytes(frame(b"one") + frame(b"two"))
