@@ -36,6 +36,10 @@ class RecordStats(Protocol):
 
     def size(self, key: str, height: int, width: int, channels: int) -> None: ...
 
+    def length_range(self, key: str, lo: int, hi: int) -> None: ...  # a batch's shortest and longest list
+
+    def counts(self, key: str, counts: Mapping[str, int] | None) -> None: ...  # a batch's label counts; None: no label
+
 
 class Loaded(Protocol):
     """One entry's files in memory (``pipeline.shard.records``): what an encoder reads."""
@@ -240,6 +244,21 @@ class FeatureKind:
         return {n for raw in column.drop_null().to_pylist() for n in self.class_names(self.typed(spec, raw, None))}
 
     # -- records ---------------------------------------------------------------------------------
+
+    def batchable(self, spec: FeatureSpec) -> bool:
+        """Whether ``batch_columns`` makes this feature's values for records without augmentation."""
+        return False
+
+    def batch_columns(self, spec: FeatureSpec, values: Any, stats: RecordStats) -> list[tuple[str, str, Any]]:
+        """The feature in a batch of records (``pipeline.shard.batches``): (key, Example list type,
+        Arrow array with one value or list per record) for each key it writes. ``values``: an Arrow
+        array of its input values (a table's column, or entries' typed values); for a kind that
+        ``reads_file``, what ``batch_file`` made of each record's file."""
+        raise NotImplementedError(f"{self.name} features are encoded record by record")
+
+    def batch_file(self, spec: FeatureSpec, data: bytes, stored: tuple[ImageInfo, str] | None) -> Any:
+        """A record's file as ``batch_columns`` takes it (raises ``ImageProblem``: the record is bad)."""
+        return data
 
     def stored(self, spec: FeatureSpec, data: bytes) -> tuple[ImageInfo, str] | None:
         """A picture file's header and the mode it is stored in (raises ``ImageProblem``); None

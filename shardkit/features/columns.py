@@ -60,3 +60,32 @@ def nulls(values: Any) -> np.ndarray:
     if values.null_count == 0:
         return np.zeros(len(values), dtype=bool)
     return np.asarray(values.is_null().to_numpy(zero_copy_only=False))
+
+
+def list_lengths(column: Any) -> tuple[int, int]:
+    """The shortest and longest list of a column; (1, 1) for a column of single values."""
+    if not is_list(column):
+        return 1, 1
+    import pyarrow.compute as pc
+
+    lengths = pc.list_value_length(column)
+    bounds = pc.min_max(lengths)
+    return int(bounds["min"].as_py() or 0), int(bounds["max"].as_py() or 0)
+
+
+def value_counts(column: Any) -> dict[Any, int]:
+    """How many times each value occurs."""
+    counted = column.value_counts()
+    return dict(zip(counted.field("values").to_pylist(), counted.field("counts").to_pylist(), strict=True))
+
+
+def from_records(records: list[dict[str, tuple[str, Any]]], keys: Any) -> list[tuple[str, str, Any]]:
+    """Features made record by record (``{key: (wire, values)}`` each) as batch columns."""
+    import pyarrow as pa
+
+    types = {"int64": pa.int64(), "float": pa.float64(), "bytes": pa.large_binary()}
+    out = []
+    for key in keys:
+        wire = records[0][key][0] if records else "bytes"
+        out.append((key, wire, pa.array([list(r[key][1]) for r in records], pa.large_list(types[wire]))))
+    return out

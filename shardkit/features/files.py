@@ -87,6 +87,14 @@ class BytesKind(FileKind):
 
     name: ClassVar[str] = "bytes"
 
+    def batchable(self, spec: FeatureSpec) -> bool:
+        return True
+
+    def batch_columns(self, spec: FeatureSpec, values: Any, stats: RecordStats) -> list[tuple[str, str, Any]]:
+        import pyarrow as pa
+
+        return [(spec.key, "bytes", pa.array(values, pa.large_binary()))]
+
     def encoder(self, spec: FeatureSpec, stats: RecordStats) -> Encoder:
         key = spec.key
 

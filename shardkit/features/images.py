@@ -17,6 +17,7 @@ import numpy as np
 
 from shardkit.errors import ConfigError
 from shardkit.features.base import TFDS, Encoder, Features, FeatureSpec, Loaded, RecordStats
+from shardkit.features.columns import from_records
 from shardkit.features.files import FileKind
 from shardkit.formats import image_codec, image_headers
 from shardkit.formats.image_headers import ImageInfo, ImageProblem, probe
@@ -79,6 +80,30 @@ class PictureKind(FileKind):
 
     def augment_input(self, spec: FeatureSpec, value: Any, loaded: Loaded) -> Any:
         return loaded.pre_augment(spec.key)
+
+    def batchable(self, spec: FeatureSpec) -> bool:
+        return not self.follows_lead  # a mask is checked against its record's image, record by record
+
+    def batch_file(self, spec: FeatureSpec, data: bytes, stored: tuple[ImageInfo, str] | None) -> Any:
+        """The picture as ``encoder`` writes it without augmentation (its bytes passed through, or
+        re-encoded), its size beside it; and (height, width, channels) for the manifest."""
+        info, mode = stored  # type: ignore[misc]
+        out: Features = {}
+        if image_codec.can_pass_through(info, spec.encoding or "png", mode):
+            picture, height, width, image_format = data, info.height, info.width, info.format.lower()
+        else:
+            array = image_codec.decode(data, mode, self.class_values, info=info)
+            picture = image_codec.encode(array, spec.encoding or "png", spec.quality, spec.zlib_level, mask=self.class_values)
+            height, width, image_format = int(array.shape[0]), int(array.shape[1]), spec.encoding or "png"
+        channels = image_codec.channels_of(mode)
+        out[spec.key] = ("bytes", [picture])
+        self.write_beside(spec, out, picture, image_format, height, width, channels)
+        return out, (height, width, channels)
+
+    def batch_columns(self, spec: FeatureSpec, values: Any, stats: RecordStats) -> list[tuple[str, str, Any]]:
+        for _, (height, width, channels) in values:
+            stats.size(spec.key, height, width, channels)
+        return from_records([features for features, _ in values], (spec.key, *self.extra_keys(spec)))
 
     def encoder(self, spec: FeatureSpec, stats: RecordStats) -> Encoder:
         key, encoding, class_values = spec.key, spec.encoding or "png", self.class_values

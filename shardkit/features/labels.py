@@ -73,6 +73,18 @@ class ClassNameKind(FeatureKind):
 
         return encode
 
+    def batchable(self, spec: FeatureSpec) -> bool:
+        return True
+
+    def batch_columns(self, spec: FeatureSpec, values: Any, stats: RecordStats) -> list[tuple[str, str, Any]]:
+        """Names as their places in the class list, counted by name."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        names = spec.classes or ()
+        stats.counts(spec.key, columns.value_counts(values))
+        return [(spec.key, "int64", pc.index_in(values, value_set=pa.array(names, pa.string())).cast(pa.int64()))]
+
     def schema(
         self, key: str, config: Mapping[str, Any], lengths: Mapping[str, tuple[int, int]], sizes: Mapping[str, list[Any]]
     ) -> list[dict[str, Any]]:
@@ -112,6 +124,16 @@ class ClassIdKind(ClassNameKind):
         ids = columns.numbers(column)
         suspect = ((ids < 0) | (ids >= len(spec.classes or ()))) & ~columns.nulls(column)
         return FeatureKind.column_problems(self, spec, column, np.flatnonzero(suspect)) if suspect.any() else []
+
+    def batch_columns(self, spec: FeatureSpec, values: Any, stats: RecordStats) -> list[tuple[str, str, Any]]:
+        """Ids as they are (entries' values, typed to names, go back to their ids), counted by name."""
+        import pyarrow as pa
+
+        if not columns.is_integer(values):
+            return super().batch_columns(spec, values, stats)
+        names = spec.classes or ()
+        stats.counts(spec.key, {names[int(i)]: n for i, n in columns.value_counts(values).items()})
+        return [(spec.key, "int64", values.cast(pa.int64()))]
 
     def column_class_names(self, spec: FeatureSpec, column: Any) -> set[str]:
         return set(spec.classes or ())  # fixed by the config (or the Hub's metadata): nothing to collect

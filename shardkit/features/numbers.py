@@ -65,6 +65,13 @@ class NumberKind(FeatureKind):
 
         return encode
 
+    def batchable(self, spec: FeatureSpec) -> bool:
+        return True
+
+    def batch_columns(self, spec: FeatureSpec, values: Any, stats: RecordStats) -> list[tuple[str, str, Any]]:
+        stats.length_range(spec.key, *columns.list_lengths(values))
+        return [(spec.key, self.wire, values)]
+
     def python_value(self, entry: Mapping[str, Any], values: Any, decode_images: bool) -> Any:
         array = np.asarray(values, dtype=self.numpy_dtype)
         return array[0].item() if entry.get("shape") == [] and array.size == 1 else array
@@ -107,6 +114,18 @@ class Int64Kind(NumberKind):
             labels.append((key, str(value[0]) if len(value) == 1 else None))
 
         return encode
+
+    def batch_columns(self, spec: FeatureSpec, values: Any, stats: RecordStats) -> list[tuple[str, str, Any]]:
+        """Integers as int64 (a float column's whole numbers too), each single value counted as a label."""
+        import pyarrow as pa
+
+        listed = columns.is_list(values)
+        values = values.cast(pa.large_list(pa.int64()) if listed else pa.int64())
+        lo, hi = columns.list_lengths(values)
+        stats.length_range(spec.key, lo, hi)
+        single = values.flatten() if listed and lo == hi == 1 else None if listed else values
+        stats.counts(spec.key, None if single is None else {str(v): n for v, n in columns.value_counts(single).items()})
+        return [(spec.key, "int64", values)]
 
     def caption(self, values: list[Any], classes: list[str] | tuple[str, ...] | None) -> str | None:
         return str(values[0]) if len(values) == 1 else None

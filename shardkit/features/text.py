@@ -28,6 +28,12 @@ class StringKind(FeatureKind):
     def _text(raw: Any) -> bytes:
         if isinstance(raw, (dict, list)) or raw is None:
             raise BadValue(f"expected text, got {raw!r}")
+        if isinstance(raw, bytes):  # a table's binary column
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise BadValue("text is not valid UTF-8") from None
+            return raw
         try:
             return str(raw).encode("utf-8")
         except UnicodeEncodeError:
@@ -40,6 +46,19 @@ class StringKind(FeatureKind):
         values, parents = columns.values_and_rows(column)
         suspect = columns.nulls(values) if columns.is_list(column) else np.zeros(len(values), dtype=bool)
         return super().column_problems(spec, column, columns.suspect_rows(parents, suspect)) if suspect.any() else []
+
+    def batchable(self, spec: FeatureSpec) -> bool:
+        return True
+
+    def batch_columns(self, spec: FeatureSpec, values: Any, stats: RecordStats) -> list[tuple[str, str, Any]]:
+        """Texts as they are (Arrow's strings are UTF-8); other values as ``typed`` writes them."""
+        import pyarrow as pa
+
+        plain = columns.is_text(values) or pa.types.is_binary(values.type) or pa.types.is_large_binary(values.type)
+        if not plain and not (columns.is_list(values) and columns.is_text(values.flatten())):
+            values = pa.array([self.typed(spec, v, None) for v in values.to_pylist()])
+        stats.length_range(spec.key, *columns.list_lengths(values))
+        return [(spec.key, "bytes", values)]
 
     def initial_lengths(self, spec: FeatureSpec) -> dict[str, tuple[int, int]]:
         return {}  # one text, or a list of any length: the records tell

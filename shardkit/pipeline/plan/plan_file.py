@@ -44,7 +44,7 @@ def read_entries(plan_dir: str, part: PlanSlice, sources: Sequence[PlanSource], 
     # Each source's format reads its rows back, looked up once a shard, not once a line.
     readers = [(s.format.plan_row, s.path, s.names, s.folder) for s in sources]
     tables = {i for i, s in enumerate(sources) if s.format.reads_tables}
-    for lines in _lines(location.join(plan_dir, part.file), part):
+    for lines in shard_lines(location.join(plan_dir, part.file), part):
         fields = [line.decode("utf-8", "surrogateescape").split("\t", 3) for line in lines]
         read = _table_rows(fields, tables, sources, config) if tables else {}
         for _, position, number, payload in fields:
@@ -89,7 +89,7 @@ def table_columns(config: Config, sources: Sequence[PlanSource]) -> list[list[st
     return out
 
 
-def _lines(path: str, part: PlanSlice) -> Iterator[list[bytes]]:
+def shard_lines(path: str, part: PlanSlice) -> Iterator[list[bytes]]:
     """The lines of ``part``, read ``BLOCK_BYTES`` at a time (in a bucket: a ranged read each).
     Not the slice at once: a shard of 100,000 small images whose rows carry polygons (COCO) has
     a slice of hundreds of MB, and a worker held it twice, as bytes and as lines."""

@@ -7,7 +7,7 @@ gets from every shard: list lengths, image sizes, and how many records carry eac
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from shardkit.features.base import Features, FeatureSpec
@@ -27,7 +27,7 @@ T = TypeVar("T")
 MAX_LABEL_VALUES = 64  # an int64 feature with more distinct values than this is not counted as a label
 
 
-class _Stats:
+class Stats:
     """Running min/max of list lengths and image sizes, for the manifest's schema, and per label
     feature (class names, and int64 scalars with few values) how many records carry each value."""
 
@@ -53,6 +53,23 @@ class _Stats:
     def length(self, key: str, n: int) -> None:
         lo, hi = self.lengths.get(key, (n, n))
         self.lengths[key] = (min(lo, n), max(hi, n))
+
+    def length_range(self, key: str, lo: int, hi: int) -> None:
+        known = self.lengths.get(key, (lo, hi))
+        self.lengths[key] = (min(known[0], lo), max(known[1], hi))
+
+    def counts(self, key: str, counts: Mapping[str, int] | None) -> None:
+        """A batch's counts of ``key``'s values (None: not a label), merged as ``label`` would count them."""
+        known = self.labels[key]
+        if known is None:
+            return
+        if counts is None:
+            self.labels[key] = None
+            return
+        for value, n in counts.items():
+            known[value] = known.get(value, 0) + n
+        if len(known) > MAX_LABEL_VALUES and key not in self.uncapped:
+            self.labels[key] = None
 
     def size(self, key: str, height: int, width: int, channels: int) -> None:
         known = self.sizes.get(key)
@@ -173,7 +190,7 @@ class RecordMaker:
             self.augmenter = Augmenter(
                 config.augment.pipeline, targets, config.augment.decode, min_visibility=boxes.min_visibility, min_area=boxes.min_area
             )
-        self.stats = _Stats(config)
+        self.stats = Stats(config)
         # What every record needs, worked out once a shard rather than once a record.
         self.file_specs = [(i, f) for i, f in enumerate(features) if f.kind.reads_file]
         self.augmented = [(i, f) for i, f in enumerate(features) if f.kind.augment_target is not None]

@@ -29,6 +29,8 @@ from shardkit.pipeline.inputs.entries import Entry
 from shardkit.pipeline.plan.arithmetic import record_key
 from shardkit.pipeline.plan.plan_file import read_entries
 from shardkit.pipeline.plan.tasks import ShardTask
+from shardkit.pipeline.shard.batches import BatchMaker
+from shardkit.pipeline.shard.batches import applies as batched
 from shardkit.pipeline.shard.records import RecordMaker
 from shardkit.storage import atomic, location
 
@@ -117,44 +119,25 @@ def write_shard(task: ShardTask, progress: Progress | None = None, tick_every: f
     final = location.join(settings.out_dir, task.name)
     tag = uuid.uuid4().hex[:8]
     temp = layout.temp_path(settings.out_dir, task.name, tag)
-    maker = RecordMaker(task.settings.config, task.settings.seed)
+    batches = BatchMaker(settings.config, task.sources, settings.on_error) if batched(settings.config, task.sources) else None
+    maker = RecordMaker(settings.config, settings.seed) if batches is None else None
+    tally = _Tally(progress, tick_every, keeps_inputs=not settings.shuffle)
     spread = None
-    skipped: list[tuple[str, int, str]] = []
-    inputs: list[tuple[str, int]] = []
-    pending = 0
-    last_tick = time.monotonic()
     try:
         if location.is_url(settings.out_dir):  # a local staging folder, also on a Dask worker that never planned
             layout.make_work_dir(settings.out_dir)
-        if settings.shuffle and len(maker.copies) > 1:
+        if settings.shuffle and maker is not None and len(maker.copies) > 1:
             with atomic.naming(final):
                 spread = _Spread(layout.spread_temp_path(settings.out_dir, task.name, tag), settings.seed)
         with _ShardFile(temp, final) as raw:
             sink: Any = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) if settings.compression == "gzip" else raw
             writer = RecordWriter(sink)
-            for entry in maker.prefetching(read_entries(settings.plan_dir, task.entries, task.sources, settings.config)):
-                if not settings.shuffle:
-                    inputs.append((entry.source, entry.line))
-                try:
-                    records = maker.records_for(entry)
-                except image_headers.ImageProblem as exc:
-                    if settings.on_error != "skip":
-                        raise EntryError(entry.source, entry.line, str(exc)) from None
-                    skipped.append((entry.source, entry.line, str(exc)))
-                    continue
-                if spread is not None:
-                    with atomic.naming(final):
-                        spread.add(entry, maker.copies, records)
-                else:
-                    for record in records:
-                        writer.write(record)
-                pending += len(records)
-                if progress is not None and time.monotonic() - last_tick >= tick_every:
-                    progress(pending)
-                    pending, last_tick = 0, time.monotonic()
-            if spread is not None:
-                with atomic.naming(final):
-                    spread.write_to(writer)
+            if batches is not None:
+                for block in batches.blocks(settings.plan_dir, task.entries):
+                    writer.write_framed(block.framed, block.lengths)
+                    tally.add(block.records, block.inputs, block.skipped)
+            else:
+                _write_records(task, maker, writer, spread, tally)  # type: ignore[arg-type]
             if sink is not raw:
                 sink.close()
             raw.flush()
@@ -173,8 +156,8 @@ def write_shard(task: ShardTask, progress: Progress | None = None, tick_every: f
     finally:
         if spread is not None:
             spread.close()
-    if progress is not None and pending:
-        progress(pending)
+    tally.flush()
+    stats = batches.stats if batches is not None else maker.stats  # type: ignore[union-attr]
     result = ShardResult(
         name=task.name,
         split=task.split,
@@ -183,17 +166,67 @@ def write_shard(task: ShardTask, progress: Progress | None = None, tick_every: f
         records=writer.records,
         bytes=size,
         crc32c=f"{crc:08x}",
-        entries=task.entries.entries - len(skipped),
-        covers=_covers(inputs),  # shuffled shards hold scattered lines: each record's source_id names its input
-        skipped=tuple(skipped),
-        lengths=maker.stats.lengths,
-        sizes=maker.stats.sizes,
+        entries=task.entries.entries - len(tally.skipped),
+        covers=_covers(tally.inputs),  # shuffled shards hold scattered lines: each record's source_id names its input
+        skipped=tuple(tally.skipped),
+        lengths=stats.lengths,
+        sizes=stats.sizes,
         fingerprint=settings.fingerprint,
         seconds=round(time.perf_counter() - started, 3),
         index_file=index_name,
-        labels=maker.stats.labels,
+        labels=stats.labels,
     )
     return WrittenShard(task, result, temp, index)
+
+
+class _Tally:
+    """What a shard's record keeps of the entries written so far, and the progress ticks."""
+
+    def __init__(self, progress: Progress | None, tick_every: float, keeps_inputs: bool) -> None:
+        self.progress = progress
+        self.tick_every = tick_every
+        self.keeps_inputs = keeps_inputs  # unshuffled: which input lines the shard covers
+        self.inputs: list[tuple[str, int]] = []
+        self.skipped: list[tuple[str, int, str]] = []
+        self.pending = 0
+        self.last_tick = time.monotonic()
+
+    def add(self, records: int, inputs: list[tuple[str, int]], skipped: list[tuple[str, int, str]]) -> None:
+        if self.keeps_inputs:
+            self.inputs += inputs
+        self.skipped += skipped
+        self.pending += records
+        if self.progress is not None and time.monotonic() - self.last_tick >= self.tick_every:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.progress is not None and self.pending:
+            self.progress(self.pending)
+        self.pending, self.last_tick = 0, time.monotonic()
+
+
+def _write_records(task: ShardTask, maker: RecordMaker, writer: RecordWriter, spread: _Spread | None, tally: _Tally) -> None:
+    """The shard's entries record by record (augmented copies among them), written or spread."""
+    settings = task.settings
+    final = location.join(settings.out_dir, task.name)
+    for entry in maker.prefetching(read_entries(settings.plan_dir, task.entries, task.sources, settings.config)):
+        try:
+            records = maker.records_for(entry)
+        except image_headers.ImageProblem as exc:
+            if settings.on_error != "skip":
+                raise EntryError(entry.source, entry.line, str(exc)) from None
+            tally.add(0, [(entry.source, entry.line)], [(entry.source, entry.line, str(exc))])
+            continue
+        if spread is not None:
+            with atomic.naming(final):
+                spread.add(entry, maker.copies, records)
+        else:
+            for record in records:
+                writer.write(record)
+        tally.add(len(records), [(entry.source, entry.line)], [])
+    if spread is not None:
+        with atomic.naming(final):
+            spread.write_to(writer)
 
 
 class _ShardFile:

@@ -1,0 +1,225 @@
+"""A shard's records made a batch at a time, where no record needs augmenting: column work.
+
+The record-by-record path (``pipeline.shard.records``) costs tens of microseconds a record in
+Python: a row typed into an entry, a dict of features, the Example written value by value. For
+rows of numbers and short texts (a table) and for small files passed through, that is all the
+work there is. Here a block of the shard's plan lines becomes one Arrow column per feature (a
+table's own columns, read back many rows at once; or the entries' values), each feature's kind
+turns its column into the columns it writes (``FeatureKind.batch_columns``), and
+``formats.example_batch`` encodes and frames every record of the batch at once: the same bytes
+as the per-record path, which tests hold it to.
+
+Files (images, bytes) are still read and probed one by one, and a file that is not what it should
+be is an entry error as on the other path: the shard stops, or with ``--on-error skip`` the
+record is left out and listed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from shardkit.errors import EntryError
+from shardkit.features.base import BadValue, FeatureSpec
+from shardkit.formats.example_batch import encode_batch, frame_batch
+from shardkit.formats.image_headers import ImageProblem
+from shardkit.pipeline.config import IDENTITY_COLUMN, Config
+from shardkit.pipeline.inputs.entries import Entry, to_entry
+from shardkit.pipeline.inputs.formats.input_format import file_name
+from shardkit.pipeline.inputs.sources import PlanSource
+from shardkit.pipeline.plan.plan_file import PlanSlice, shard_lines, table_columns
+from shardkit.pipeline.shard.fetch import Fetcher
+from shardkit.pipeline.shard.records import Stats
+from shardkit.storage import location
+
+Skipped = list[tuple[str, int, str]]  # (source, line, reason) of entries left out
+CHUNK_ROWS = 16384  # records encoded together: a few MB of rows of numbers
+FILE_CHUNK_ROWS = 256  # ... where each record holds a file, which may be megabytes
+
+
+@dataclasses.dataclass(frozen=True)
+class Block:
+    """Records framed one after another, and what the shard's record keeps of them."""
+
+    framed: Any  # a bytes-like buffer
+    lengths: np.ndarray  # each record's framed length
+    inputs: list[tuple[str, int]]  # (source, line) of each entry, in order, those left out too
+    skipped: Skipped
+
+    @property
+    def records(self) -> int:
+        return len(self.lengths)
+
+
+def applies(config: Config, sources: Sequence[PlanSource]) -> bool:
+    """Whether a shard of this build is made a batch at a time: one record an entry (nothing
+    augmented), every feature's kind able to, and its sources all tables or none."""
+    if config.records_per_entry != 1 or (config.augment is not None and config.augment.copies):
+        return False
+    if not all(spec.kind.batchable(spec) for spec in config.features):
+        return False
+    return len({source.format.reads_tables for source in sources}) == 1
+
+
+class BatchMaker:
+    """Makes one shard's records a block of plan lines at a time, keeping the manifest's statistics."""
+
+    def __init__(self, config: Config, sources: Sequence[PlanSource], on_error: str) -> None:
+        self.config = config
+        self.sources = list(sources)
+        self.on_error = on_error
+        self.stats = Stats(config)
+        for spec in config.features:
+            self.stats.lengths.update(spec.kind.initial_lengths(spec))
+        self.files = [(i, spec) for i, spec in enumerate(config.features) if spec.kind.reads_file]
+        self.fetcher = Fetcher([i for i, _ in self.files])
+        self.chunk = FILE_CHUNK_ROWS if self.files else CHUNK_ROWS
+        self.tables = bool(self.sources) and self.sources[0].format.reads_tables
+        self.columns = table_columns(config, self.sources) if self.tables else []
+
+    def blocks(self, plan_dir: str, part: PlanSlice) -> Iterator[Block]:
+        for lines in shard_lines(location.join(plan_dir, part.file), part):
+            fields = [line.split(b"\t", 3) for line in lines]
+            if self.tables:
+                yield from self._table_blocks(fields)
+            else:
+                yield from self._entry_blocks(fields)
+
+    # -- where the values come from -----------------------------------------------------------
+
+    def _table_blocks(self, fields: list[list[bytes]]) -> Iterator[Block]:
+        """Rows of tables: read back many at a time, each feature's column sliced per chunk."""
+        positions = np.array([int(f[1]) for f in fields], dtype=np.int64)
+        numbers = np.array([int(f[2]) for f in fields], dtype=np.int64)
+        columns = self._table_values(positions, numbers)
+        names = [self.sources[p].path for p in positions.tolist()]
+        for start in range(0, len(fields), self.chunk):
+            stop = min(start + self.chunk, len(fields))
+            origin = list(zip(names[start:stop], numbers[start:stop].tolist(), strict=True))
+            values: list[Any] = []
+            for spec, column in zip(self.config.features, columns, strict=True):
+                if spec.column == IDENTITY_COLUMN:
+                    values.append([f"{file_name(path)}:{line}".encode("utf-8", "surrogateescape") for path, line in origin])
+                else:
+                    values.append(_filled(spec, column.slice(start, stop - start)))
+            yield self._encoded(values, origin, [self.sources[p].folder for p in positions[start:stop].tolist()])
+
+    def _table_values(self, positions: np.ndarray, numbers: np.ndarray) -> list[Any]:
+        """Each feature's values for a block's rows, in plan order, however many tables they come from."""
+        import pyarrow as pa
+
+        parts: list[tuple[np.ndarray, list[Any]]] = []
+        for source in np.unique(positions).tolist():
+            where = np.flatnonzero(positions == source)
+            found = self.sources[source]
+            batch = found.format.table_at(found.path, numbers[where].tolist(), self.columns[source])
+            names = found.names or ()
+            parts.append((where, [None if s.column == IDENTITY_COLUMN else batch.columns[_name(s, names)] for s in self.config.features]))
+        if len(parts) == 1:
+            return parts[0][1]
+        back = np.argsort(np.concatenate([where for where, _ in parts]), kind="stable")
+        out: list[Any] = []
+        for i, spec in enumerate(self.config.features):
+            if spec.column == IDENTITY_COLUMN:
+                out.append(None)
+                continue
+            first = parts[0][1][i].type
+            joined = pa.concat_arrays([p[1][i] if p[1][i].type == first else p[1][i].cast(first) for p in parts])
+            out.append(joined.take(pa.array(back)))
+        return out
+
+    def _entry_blocks(self, fields: list[list[bytes]]) -> Iterator[Block]:
+        """Rows of other inputs: each typed into an entry (as the per-record path does), then columns."""
+        readers = [(s.format.plan_row, s.path, s.names, s.folder) for s in self.sources]
+        for start in range(0, len(fields), self.chunk):
+            entries: list[Entry] = []
+            for _, position, number, payload in fields[start : start + self.chunk]:
+                plan_row, path, names, folder = readers[int(position)]
+                row = plan_row(path, names, int(number), payload.decode("utf-8", "surrogateescape"))
+                entries.append(to_entry(row, self.config, folder))
+            entries = list(self.fetcher.ahead(entries)) if self.files else entries
+            values = [[e.values[i] for e in entries] for i in range(len(self.config.features))]
+            yield self._encoded(values, [(e.source, e.line) for e in entries], None)
+
+    # -- records ------------------------------------------------------------------------------
+
+    def _encoded(self, values: list[Any], origin: list[tuple[str, int]], folders: list[str] | None) -> Block:
+        """The chunk's records from each feature's values (Arrow arrays, or Python lists)."""
+        import pyarrow as pa
+
+        keep, skipped = self._files(values, origin, folders)
+        if skipped:
+            mask = pa.array(keep)
+            values = [v.filter(mask) if isinstance(v, (pa.Array, pa.ChunkedArray)) else _kept(v, keep) for v in values]
+        columns: list[tuple[str, str, Any]] = []
+        for spec, column in zip(self.config.features, values, strict=True):
+            columns += spec.kind.batch_columns(spec, column if spec.kind.reads_file else _arrow(column), self.stats)
+        framed, lengths = frame_batch(encode_batch(columns, len(origin) - len(skipped)))
+        return Block(framed, np.asarray(lengths), origin, skipped)
+
+    def _files(self, values: list[Any], origin: list[tuple[str, int]], folders: list[str] | None) -> tuple[list[bool], Skipped]:
+        """Each file feature's values made (bytes, stored header) in place; which records are kept."""
+        keep = [True] * len(origin)
+        skipped: Skipped = []
+        for i, spec in self.files:
+            given = values[i].to_pylist() if hasattr(values[i], "to_pylist") else values[i]
+            loaded: list[Any] = []
+            for j, value in enumerate(given):
+                try:
+                    if folders is not None:  # a table's raw value: typed here, as ``to_entry`` would
+                        value = spec.kind.typed(spec, spec.default if value is None else value, folders[j])
+                    data = self.fetcher.read(value, spec.key)
+                    loaded.append(_made(spec, data, value))
+                except (ImageProblem, BadValue) as exc:
+                    reason = str(exc) if isinstance(exc, ImageProblem) else f"{spec.key}: {exc}"
+                    if self.on_error != "skip":
+                        raise EntryError(origin[j][0], origin[j][1], reason) from None
+                    if keep[j]:
+                        keep[j] = False
+                        skipped.append((origin[j][0], origin[j][1], reason))
+                    loaded.append(None)
+            values[i] = loaded
+        return keep, skipped
+
+
+def _kept(values: list[Any], keep: list[bool]) -> list[Any]:
+    return [value for value, kept in zip(values, keep, strict=True) if kept]
+
+
+def _made(spec: FeatureSpec, data: bytes, value: Any) -> Any:
+    """A record's file as its kind's ``batch_columns`` takes it; a problem names the feature and file."""
+    try:
+        return spec.kind.batch_file(spec, data, spec.kind.stored(spec, data))
+    except ImageProblem as exc:
+        where = value if isinstance(value, str) else "bytes in the input"
+        raise ImageProblem(f"{spec.key}: {where}: {exc}") from None
+
+
+def _name(spec: FeatureSpec, names: Sequence[str]) -> str:
+    return spec.column if isinstance(spec.column, str) else names[spec.column]  # type: ignore[index]
+
+
+def _filled(spec: FeatureSpec, column: Any) -> Any:
+    """A table column with the feature's default in place of nulls (checked in planning)."""
+    if spec.default is None or not column.null_count:
+        return column
+    return [spec.default if v is None else v for v in column.to_pylist()]
+
+
+_LISTS = {"int64": "int64", "float": "float64", "bytes": "large_binary"}
+
+
+def _arrow(values: Any) -> Any:
+    """Values as an Arrow array: an array as it is; a Python list of entries' typed values
+    converted (lists of nothing but empty lists typed by the first non-empty one, else int64)."""
+    import pyarrow as pa
+
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        return values
+    array = pa.array(values)
+    if pa.types.is_null(array.type) or (pa.types.is_list(array.type) and pa.types.is_null(array.type.value_type)):
+        return pa.array(values, pa.large_list(pa.int64()) if values and isinstance(values[0], list) else pa.large_binary())
+    return array

@@ -1,0 +1,122 @@
+"""Records made a batch at a time are the records made one by one: the same shard bytes, .idx
+files and manifest, for tables, CSV and JSONL rows, small files passed through (with a broken one
+skipped), Hub exports, and a classification set re-encoded; and which builds take the batch path."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import shardkit
+from shardkit.pipeline.config import parse_config
+from shardkit.pipeline.inputs.formats.parquet import PARQUET
+from shardkit.pipeline.inputs.formats.txt import TXT
+from shardkit.pipeline.inputs.sources import PlanSource
+from shardkit.pipeline.shard import batches, worker
+from tests.table_sets import png, write_hub_export, write_table
+
+ROWS_CONFIG = """
+features:
+  x: {kind: float}
+  xs: {kind: float}
+  n: {kind: int64}
+  ns: {kind: int64}
+  text: {kind: string}
+  texts: {kind: string}
+  cls: {kind: class_name}
+  fixed: {kind: class_name, classes: [b, a, c]}
+"""
+
+
+def _rows(count: int) -> list[dict[str, Any]]:
+    floats = [0.0, -0.0, 1e-30, 3.4e38, -math.inf, math.inf, 1 / 3, 2.5e-45]
+    return [
+        {
+            "x": floats[i % len(floats)],
+            "xs": [floats[(i + j) % len(floats)] for j in range(i % 4)],
+            "n": [-(2**63), 2**63 - 1, -1, 0, 127, 128, 2**14, 300000][i % 8],
+            "ns": list(range(i % 3, 2 * (i % 3))),
+            "text": f"t{i} ünïcödé ✓" * (i % 3),
+            "texts": [f"w{j}" * j for j in range(i % 4)],
+            "cls": f"class-{i % 5}",
+            "fixed": "abc"[i % 3],
+        }
+        for i in range(count)
+    ]
+
+
+def _inputs(kind: str, root: Path) -> tuple[list[Path], str | None]:
+    rows = _rows(90)
+    root.mkdir()
+    if kind == "jsonl":
+        (root / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (root / "c.yaml").write_text(ROWS_CONFIG)
+        return [root / "train.jsonl"], str(root / "c.yaml")
+    if kind == "csv":
+        names = ["x", "n", "text", "cls", "fixed"]
+        lines = [",".join(names)] + [",".join(json.dumps(r[k]) if k == "text" else str(r[k]) for k in names) for r in rows]
+        (root / "train.csv").write_text("\n".join(lines) + "\n")
+        kinds = {"x": "float", "n": "int64", "text": "string", "cls": "class_name", "fixed": "class_name, classes: [b, a, c]"}
+        (root / "c.yaml").write_text("features:\n" + "".join(f"  {k}: {{kind: {v}}}\n" for k, v in kinds.items()))
+        return [root / "train.csv"], str(root / "c.yaml")
+    if kind == "parquet":
+        columns = {k: [r[k] for r in rows] for k in rows[0]}
+        columns["picture"] = [png(i) for i in range(90)]
+        write_table(root / "train.parquet", columns, row_group_size=16)
+        (root / "c.yaml").write_text(ROWS_CONFIG + "  picture: {kind: image, encoding: raw}\n  again: {kind: image, column: picture}\n")
+        return [root / "train.parquet"], str(root / "c.yaml")
+    if kind == "hub":
+        write_hub_export(root, {"train": 30, "test": 7}, shards=2)
+        return [root / "data"], None
+    # small files passed through, one of them broken
+    (root / "img").mkdir()
+    lines = []
+    for i in range(80):
+        (root / "img" / f"{i}.png").write_bytes(png(i, size=4) if i != 17 else b"not a picture")
+        lines.append(f"img/{i}.png {i % 3}")
+    (root / "train.txt").write_text("\n".join(lines) + "\n")
+    return [root / "train.txt"], None
+
+
+def _build(inputs: list[Path], config: str | None, out: Path, workers: int) -> None:
+    shardkit.build(inputs, out, config=config, workers=workers, progress=False, records_per_shard=23, on_error="skip", seed=3)
+
+
+def _output(out: Path) -> dict[str, Any]:
+    manifest = json.loads((out / "manifest.json").read_text())
+    files = {p.name: p.read_bytes() for p in sorted(out.iterdir()) if ".tfrecord" in p.name}
+    return {"files": files, **{k: manifest[k] for k in ("schema", "classes", "splits", "totals", "errors")}}
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "csv", "parquet", "hub", "tiny"])
+def test_batches_write_what_records_one_by_one_write(kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    inputs, config = _inputs(kind, tmp_path / "in")
+    _build(inputs, config, tmp_path / "batched", workers=2)
+    with monkeypatch.context() as patch:
+        patch.setattr(worker, "batched", lambda config, sources: False)  # forked pool workers see it too
+        _build(inputs, config, tmp_path / "one-by-one", workers=1)
+    batched, one_by_one = _output(tmp_path / "batched"), _output(tmp_path / "one-by-one")
+    assert batched["files"] and batched == one_by_one
+    if kind == "tiny":
+        assert batched["errors"]["skipped"] == 1
+        errors = [json.loads(line) for line in (tmp_path / "batched" / "errors.jsonl").read_text().splitlines()]
+        assert [(Path(e["source"]).name, e["line"]) for e in errors] == [("train.txt", 18)]
+        assert (tmp_path / "batched" / "errors.jsonl").read_bytes() == (tmp_path / "one-by-one" / "errors.jsonl").read_bytes()
+
+
+def test_which_builds_take_the_batch_path(tmp_path: Path) -> None:
+    table = PlanSource(str(tmp_path / "t.parquet"), str(tmp_path), PARQUET)
+    text = PlanSource(str(tmp_path / "t.txt"), str(tmp_path), TXT)
+    plain = parse_config({"features": {"image": {"kind": "image"}, "label": {"kind": "int64"}}})
+    assert batches.applies(plain, [table]) and batches.applies(plain, [text, text])
+    assert not batches.applies(plain, [table, text])  # tables and rows of index files are read apart
+    with_mask = parse_config({"features": {"image": {"kind": "image"}, "mask": {"kind": "mask"}}})
+    assert not batches.applies(with_mask, [text])  # a mask is checked against its image record by record
+    augmented = parse_config(
+        {"features": {"image": {"kind": "image"}}, "augment": {"copies": 1, "pipeline": [{"__class_fullname__": "HorizontalFlip"}]}}
+    )
+    assert not batches.applies(augmented, [text])
