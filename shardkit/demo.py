@@ -2,8 +2,9 @@
 
 A segmentation set (CamVid-style: photo-like JPEG + PNG class-index mask, index files split
 into ``train_*.txt`` / ``val.txt``), an ImageFolder classification set, and a COCO detection
-set (the standard layout, with a polygon per object). Images are noisy gradients with drawn
-shapes, so JPEG sizes and decode costs are like real photos.
+set (the standard layout, with a polygon per object), and Parquet: an image-classification set
+as the Hugging Face Hub stores one, and a table of measurements. Images are noisy gradients
+with drawn shapes, so JPEG sizes and decode costs are like real photos.
 """
 
 from __future__ import annotations
@@ -137,6 +138,54 @@ def make_classification(root: str | Path, per_class: int = 20, width: int = 96, 
             for i in range(count):
                 image, _ = _scene(rng, width, height)
                 image.save(folder / f"{cls}_{i:04d}.jpg", quality=90)
+    return root
+
+
+def make_hub_export(root: str | Path, train: int = 60, test: int = 20, size: int = 64, seed: int = 0) -> Path:
+    """Write an image-classification set as the Hugging Face Hub stores one: ``root/data/
+    {train,test}-00000-of-00001.parquet``, an ``image`` struct of PNG ``bytes`` and ``path`` and a
+    ``label`` ``ClassLabel``, their types in the schema's ``huggingface`` metadata as ``datasets``
+    writes it."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = Path(root)
+    (root / "data").mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    features = {"image": {"_type": "Image"}, "label": {"names": list(("cat", "dog", "fox")), "_type": "ClassLabel"}}
+    schema = pa.schema(
+        [("image", pa.struct([("bytes", pa.binary()), ("path", pa.string())])), ("label", pa.int64())],
+        metadata={"huggingface": json.dumps({"info": {"features": features}})},
+    )
+    for split, count in (("train", train), ("test", test)):
+        images, labels = [], []
+        for i in range(count):
+            buffer = io.BytesIO()
+            _scene(rng, size, size)[0].save(buffer, format="PNG")
+            images.append({"bytes": buffer.getvalue(), "path": f"{split}_{i:05d}.png"})
+            labels.append(int(rng.integers(0, 3)))
+        pq.write_table(pa.table({"image": images, "label": labels}, schema=schema), root / "data" / f"{split}-00000-of-00001.parquet")
+    return root
+
+
+def make_table(root: str | Path, rows: int = 1000, seed: int = 0) -> Path:
+    """Write ``root/train.parquet`` and ``root/test.parquet``: rows of eight float64 measurements
+    ``f0``..``f7``, an int64 ``label`` (0-9), a ``name`` and a list of ``tags``, a few labels null."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    for split, count in (("train", rows), ("test", max(1, rows // 4))):
+        columns: dict[str, Any] = {f"f{i}": rng.normal(size=count) for i in range(8)}
+        labels = rng.integers(0, 10, count)
+        columns["label"] = pa.array(labels, mask=rng.random(count) < 0.01)
+        columns["name"] = [f"item-{i:07d}" for i in range(count)]
+        columns["tags"] = [[f"t{j}" for j in range(int(k))] for k in rng.integers(0, 4, count)]
+        pq.write_table(pa.table(columns), root / f"{split}.parquet", row_group_size=max(1, count // 4))
     return root
 
 

@@ -145,5 +145,6 @@ class ClassIdKind(ClassNameKind):
         if isinstance(raw, bool) or not isinstance(raw, int):
             raise BadValue(f"expected a class id, got {raw!r}")
         if not 0 <= raw < len(names):
-            raise BadValue(f"class id {raw} is not one of the {len(names)} classes (0 to {len(names) - 1})")
+            unlabelled = " (-1: Hugging Face's mark of an unlabelled row)" if raw == -1 else ""
+            raise BadValue(f"class id {raw} is not one of the {len(names)} classes (0 to {len(names) - 1}){unlabelled}")
         return names[raw]

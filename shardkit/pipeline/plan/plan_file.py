@@ -90,19 +90,27 @@ def table_columns(config: Config, sources: Sequence[PlanSource]) -> list[list[st
 
 
 def shard_lines(path: str, part: PlanSlice) -> Iterator[list[bytes]]:
-    """The lines of ``part``, read ``BLOCK_BYTES`` at a time (in a bucket: a ranged read each).
-    Not the slice at once: a shard of 100,000 small images whose rows carry polygons (COCO) has
-    a slice of hundreds of MB, and a worker held it twice, as bytes and as lines."""
+    """The lines of ``part``, a block at a time (``shard_blocks``)."""
+    for block in shard_blocks(path, part):
+        lines = block.split(b"\n")
+        lines.pop()  # after the block's last newline
+        yield lines
+
+
+def shard_blocks(path: str, part: PlanSlice) -> Iterator[bytes]:
+    """The lines of ``part`` as blocks of whole lines, each ending with a newline, read
+    ``BLOCK_BYTES`` at a time (in a bucket: a ranged read each). Not the slice at once: a shard of
+    100,000 small images whose rows carry polygons (COCO) has a slice of hundreds of MB."""
     rest = b""
     for start in range(part.start, part.stop, BLOCK_BYTES):
         stop = min(part.stop, start + BLOCK_BYTES)
-        block = location.read_bytes(path, start, stop)
-        if len(block) != stop - start:
+        block = rest + location.read_bytes(path, start, stop)
+        if len(block) != len(rest) + stop - start:
             raise OSError(f"{part.file}: the plan file is shorter than this build's state says")
-        lines = (rest + block).split(b"\n")
-        del block
-        rest = lines.pop()  # a line the next block ends; nothing after the slice's last newline
-        yield lines
+        end = block.rfind(b"\n") + 1  # a line the next block ends; nothing after the slice's last newline
+        rest = block[end:]
+        if end:
+            yield block[:end]
 
 
 def write_plan(path: str, buckets: Iterable[list[bytes]], num_entries: int, per_shard: int, durable: bool = True) -> list[list[int]]:

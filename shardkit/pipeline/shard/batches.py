@@ -30,7 +30,7 @@ from shardkit.pipeline.config import IDENTITY_COLUMN, Config
 from shardkit.pipeline.inputs.entries import Entry, to_entry
 from shardkit.pipeline.inputs.formats.input_format import file_name
 from shardkit.pipeline.inputs.sources import PlanSource
-from shardkit.pipeline.plan.plan_file import PlanSlice, shard_lines, table_columns
+from shardkit.pipeline.plan.plan_file import PlanSlice, shard_blocks, table_columns
 from shardkit.pipeline.shard.fetch import Fetcher
 from shardkit.pipeline.shard.records import Stats
 from shardkit.storage import location
@@ -81,31 +81,36 @@ class BatchMaker:
         self.columns = table_columns(config, self.sources) if self.tables else []
 
     def blocks(self, plan_dir: str, part: PlanSlice) -> Iterator[Block]:
-        for lines in shard_lines(location.join(plan_dir, part.file), part):
-            fields = [line.split(b"\t", 3) for line in lines]
+        for block in shard_blocks(location.join(plan_dir, part.file), part):
             if self.tables:
-                yield from self._table_blocks(fields)
+                yield from self._table_blocks(*_table_lines(block))
             else:
-                yield from self._entry_blocks(fields)
+                yield from self._entry_blocks([line.split(b"\t", 3) for line in block.split(b"\n")[:-1]])
 
     # -- where the values come from -----------------------------------------------------------
 
-    def _table_blocks(self, fields: list[list[bytes]]) -> Iterator[Block]:
+    def _table_blocks(self, positions: np.ndarray, numbers: np.ndarray) -> Iterator[Block]:
         """Rows of tables: read back many at a time, each feature's column sliced per chunk."""
-        positions = np.array([int(f[1]) for f in fields], dtype=np.int64)
-        numbers = np.array([int(f[2]) for f in fields], dtype=np.int64)
         columns = self._table_values(positions, numbers)
-        names = [self.sources[p].path for p in positions.tolist()]
-        for start in range(0, len(fields), self.chunk):
-            stop = min(start + self.chunk, len(fields))
-            origin = list(zip(names[start:stop], numbers[start:stop].tolist(), strict=True))
+        for start in range(0, len(positions), self.chunk):
+            stop = min(start + self.chunk, len(positions))
+            where, lines = positions[start:stop], numbers[start:stop]
+            origin = list(zip([self.sources[p].path for p in where.tolist()], lines.tolist(), strict=True))
             values: list[Any] = []
             for spec, column in zip(self.config.features, columns, strict=True):
-                if spec.column == IDENTITY_COLUMN:
-                    values.append([f"{file_name(path)}:{line}".encode("utf-8", "surrogateescape") for path, line in origin])
-                else:
-                    values.append(_filled(spec, column.slice(start, stop - start)))
-            yield self._encoded(values, origin, [self.sources[p].folder for p in positions[start:stop].tolist()])
+                values.append(
+                    self._identities(where, lines) if spec.column == IDENTITY_COLUMN else _filled(spec, column.slice(start, stop - start))
+                )
+            yield self._encoded(values, origin, [self.sources[p].folder for p in where.tolist()] if self.files else None)
+
+    def _identities(self, positions: np.ndarray, numbers: np.ndarray) -> Any:
+        """Each row's identity (``FILE:ROW``, as ``Row.identity`` says it), made in Arrow."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        prefixes = pa.array([f"{file_name(s.path)}:".encode("utf-8", "surrogateescape") for s in self.sources], pa.binary())
+        rows = pc.cast(pa.array(numbers), pa.string()).cast(pa.binary())
+        return pc.binary_join_element_wise(prefixes.take(pa.array(positions)), rows, pa.scalar(b"", pa.binary()))
 
     def _table_values(self, positions: np.ndarray, numbers: np.ndarray) -> list[Any]:
         """Each feature's values for a block's rows, in plan order, however many tables they come from."""
@@ -183,6 +188,19 @@ class BatchMaker:
                     loaded.append(None)
             values[i] = loaded
         return keep, skipped
+
+
+def _table_lines(block: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """The sources and row numbers of a block of table plan lines (``KEY SOURCE ROW`` and an empty
+    payload), parsed in C: a Python split of each line cost more than encoding its record."""
+    import pyarrow as pa
+    import pyarrow.csv as csv
+
+    read = csv.ReadOptions(column_names=["key", "source", "row", "payload"], use_threads=False, block_size=max(1 << 20, len(block) + 1))
+    parse = csv.ParseOptions(delimiter="\t", quote_char=False)
+    convert = csv.ConvertOptions(column_types={"source": pa.int64(), "row": pa.int64()}, include_columns=["source", "row"])
+    table = csv.read_csv(pa.py_buffer(block), read_options=read, parse_options=parse, convert_options=convert)
+    return table.column("source").to_numpy(), table.column("row").to_numpy()
 
 
 def _kept(values: list[Any], keep: list[bool]) -> list[Any]:

@@ -17,6 +17,8 @@ from shardkit.errors import ConfigError
 from shardkit.pipeline.inputs import registry
 from shardkit.pipeline.inputs.formats.parquet import PARQUET
 from shardkit.pipeline.inputs.index_files import discover
+from shardkit.pipeline.plan import planner
+from tests.object_stores import Store
 from tests.table_sets import HUB_CLASSES, png, write_hub_export, write_table
 from tests.tfread import raw_records, read_split
 
@@ -171,3 +173,62 @@ def test_a_missing_column_and_a_file_that_is_not_parquet_are_one_line(tmp_path: 
     (tmp_path / "bad" / "train.parquet").write_bytes(b"not parquet at all")
     result = CliRunner().invoke(main, ["build", str(tmp_path / "bad" / "train.parquet"), "-o", str(tmp_path / "out2"), "-c", str(config)])
     assert result.exit_code == 1 and "cannot read as Parquet" in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_a_large_table_is_planned_in_row_group_pieces_on_processes(
+    table: tuple[Path, dict[str, list[object]]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, _ = table
+    whole = tmp_path / "whole"
+    shardkit.build([root / "train.parquet"], whole, config=root / "table.yaml", workers=1, progress=False, records_per_shard=70)
+    monkeypatch.setattr(planner, "PARALLEL_BYTES", 100)  # pieces of a few row groups each, planned by two processes
+    monkeypatch.setattr(planner, "PIECE_BYTES", (20_000, 20_000))
+    assert len(PARQUET.cut(str(root / "train.parquet"), 20_000)) > 2
+    pieces = tmp_path / "pieces"
+    shardkit.build([root / "train.parquet"], pieces, config=root / "table.yaml", workers=2, progress=False, records_per_shard=70)
+    assert raw_records(str(pieces), "train") == raw_records(str(whole), "train")
+
+
+def test_hub_images_stored_by_path_resolve_against_the_files_folder(tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    (tmp_path / "pics").mkdir()
+    (tmp_path / "pics" / "a.png").write_bytes(png(1))
+    struct = pa.array([{"bytes": None, "path": "pics/a.png"}, {"bytes": png(2), "path": "elsewhere.png"}])
+    write_table(tmp_path / "train.parquet", {"image": struct, "label": [0, 1]}, 8)
+    config = tmp_path / "c.yaml"
+    config.write_text("features:\n  image: {kind: image, encoding: raw}\n  label: {kind: class_id, classes: [a, b]}\n")
+    shardkit.build([tmp_path / "train.parquet"], tmp_path / "out", config=config, workers=1, progress=False)
+    got = sorted((int(r["label"]), r["image"]) for r in read_split(str(tmp_path / "out"), "train"))
+    assert got == [(0, png(1)), (1, png(2))]  # the bytes where the struct has them, else the file its path names
+
+
+def test_an_unlabelled_hub_row_is_bad_input_named_as_such(tmp_path: Path) -> None:
+    write_hub_export(tmp_path / "set", {"test": 3})
+    data = tmp_path / "set" / "data" / "test-00000-of-00001.parquet"
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(data)
+    pq.write_table(table.set_column(1, "label", pa_array([0, -1, 2])), data)  # the metadata kept: a test split without labels
+    result = CliRunner().invoke(main, ["build", str(data), "-o", str(tmp_path / "out"), "-w", "1"])
+    assert result.exit_code == 1
+    assert result.output.strip() == (
+        f"Error: {data}:2: label: class id -1 is not one of the 3 classes (0 to 2) (-1: Hugging Face's mark of an unlabelled row)"
+    )
+
+
+def pa_array(values: list[int]) -> object:
+    import pyarrow as pa
+
+    return pa.array(values, pa.int64())
+
+
+def test_a_table_in_a_bucket_builds_as_it_does_locally(store: Store, bucket: str, tmp_path: Path) -> None:
+    written = write_hub_export(tmp_path / "set", {"train": 12}, shards=2)
+    store.fs().put(str(tmp_path / "set"), f"{bucket}/set".split("://", 1)[1], recursive=True)
+    shardkit.build([f"{bucket}/set/data"], tmp_path / "remote", workers=2, progress=False, seed=1)
+    shardkit.build([tmp_path / "set" / "data"], tmp_path / "local", workers=2, progress=False, seed=1)
+    assert len(raw_records(str(tmp_path / "remote"), "train")) == len(written["train"])
+    assert [r["image"] for r in read_split(str(tmp_path / "remote"), "train")] == [
+        r["image"] for r in read_split(str(tmp_path / "local"), "train")
+    ]

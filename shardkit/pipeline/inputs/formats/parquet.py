@@ -212,9 +212,14 @@ def _columns(batch: pa.RecordBatch | pa.Table, columns: Sequence[str] | None) ->
     return {name: array(name) for name in (_flat_names(batch.schema) if columns is None else columns)}
 
 
-@functools.lru_cache(maxsize=16)
 def _file(path: str) -> pq.ParquetFile:
-    """The file opened once per process (its footer read once); a store's through fsspec."""
+    """The file opened once per process (its footer read once); a store's through fsspec. Not
+    shared with a forked child: a store's file object needs its own process's event loop."""
+    return _opened(path, os.getpid())
+
+
+@functools.lru_cache(maxsize=16)
+def _opened(path: str, pid: int) -> pq.ParquetFile:
     import pyarrow.parquet as pq
 
     try:
