@@ -8,6 +8,7 @@ already in the target format.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 from collections.abc import Mapping
@@ -49,7 +50,11 @@ class PictureKind(FileKind):
         return f"{key}/{size}"
 
     def extra_keys(self, spec: FeatureSpec) -> tuple[str, ...]:
-        return tuple(self.size_key(spec.key, suffix) for suffix in SIZES)
+        return _beside_keys(self, spec.key)  # asked once a record: worked out once a key
+
+    def beside_keys(self, key: str) -> tuple[str, ...]:
+        """The keys ``write_beside`` writes for the picture ``key``."""
+        return tuple(self.size_key(key, suffix) for suffix in SIZES)
 
     def write_beside(
         self, spec: FeatureSpec, out: Features, data: bytes, image_format: str, height: int, width: int, channels: int
@@ -211,8 +216,8 @@ class EncodedImageKind(ImageKind):
     def size_key(self, key: str, size: str) -> str:
         return f"{key.rsplit('/', 1)[0]}/{size}" if "/" in key else f"{key}/{size}"
 
-    def extra_keys(self, spec: FeatureSpec) -> tuple[str, ...]:
-        return tuple(self.size_key(spec.key, name) for name, _ in self.BESIDE)
+    def beside_keys(self, key: str) -> tuple[str, ...]:
+        return tuple(self.size_key(key, name) for name, _ in self.BESIDE)
 
     def write_beside(
         self, spec: FeatureSpec, out: Features, data: bytes, image_format: str, height: int, width: int, channels: int
@@ -251,3 +256,8 @@ def size_mismatch(key: str, picture: ImageInfo, lead_key: str, lead: ImageInfo) 
     if (lead.width, lead.height) == (picture.width, picture.height):
         return None
     return f"mask {key!r} is {picture.width}x{picture.height} but image {lead_key!r} is {lead.width}x{lead.height}"
+
+
+@functools.lru_cache(maxsize=256)
+def _beside_keys(kind: PictureKind, key: str) -> tuple[str, ...]:
+    return kind.beside_keys(key)
