@@ -134,8 +134,8 @@ def test_missing_index_files_and_buckets_are_one_line(store: Store, bucket: str,
         f"{bucket}/data/train.txt": f"{bucket}/data/train.txt: no such file or folder",
         f"{bucket}/elsewhere": f"{bucket}/elsewhere: no such file or folder",
         nowhere: f"{nowhere}: no such bucket, or no permission to see it",
-        f"{bucket}/data": f"{bucket}/data: no index files (.txt, .csv, .tsv, .jsonl) in this folder",
-        f"{bucket}/data/notes.md": f"{bucket}/data/notes.md: unknown index format '.md' (known: .txt, .csv, .tsv, .jsonl)",
+        f"{bucket}/data": f"{bucket}/data: no index files (.txt, .csv, .tsv, .jsonl, .parquet) in this folder",
+        f"{bucket}/data/notes.md": f"{bucket}/data/notes.md: unknown index format '.md' (known: .txt, .csv, .tsv, .jsonl, .parquet)",
     }
     for given, message in cases.items():
         with pytest.raises(ShardkitError) as info:

@@ -232,3 +232,18 @@ def test_a_table_in_a_bucket_builds_as_it_does_locally(store: Store, bucket: str
     assert [r["image"] for r in read_split(str(tmp_path / "remote"), "train")] == [
         r["image"] for r in read_split(str(tmp_path / "local"), "train")
     ]
+
+
+def test_pandas_categoricals_and_decimals_are_read_as_their_values(tmp_path: Path) -> None:
+    import decimal
+
+    import pyarrow as pa
+
+    names = pa.array(["b", "a", "b", None]).dictionary_encode()  # how pandas writes a categorical
+    prices = pa.array([decimal.Decimal("1.25"), decimal.Decimal("-3"), decimal.Decimal("0.1"), decimal.Decimal("7")], pa.decimal128(5, 2))
+    write_table(tmp_path / "train.parquet", {"cls": names, "price": prices}, 2)
+    config = tmp_path / "c.yaml"
+    config.write_text("features:\n  cls: {kind: class_name, default: a}\n  price: {kind: float}\n")
+    shardkit.build([tmp_path / "train.parquet"], tmp_path / "out", config=config, workers=1, progress=False)
+    got = sorted((int(r["cls"]), float(r["price"])) for r in read_split(str(tmp_path / "out"), "train"))
+    assert got == [(0, -3.0), (0, 7.0), (1, np.float32(0.1)), (1, 1.25)]  # classes a, b; decimals as float32

@@ -207,7 +207,8 @@ def _columns(batch: pa.RecordBatch | pa.Table, columns: Sequence[str] | None) ->
             found = batch.column(head)
             for field in fields:
                 found = pc.struct_field(found, field)
-        return found.combine_chunks() if isinstance(found, pa.ChunkedArray) else found
+        found = found.combine_chunks() if isinstance(found, pa.ChunkedArray) else found
+        return found.dictionary_decode() if pa.types.is_dictionary(found.type) else found  # pandas' categoricals
 
     return {name: array(name) for name in (_flat_names(batch.schema) if columns is None else columns)}
 
