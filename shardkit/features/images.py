@@ -91,24 +91,26 @@ class PictureKind(FileKind):
 
     def batch_file(self, spec: FeatureSpec, data: bytes, stored: tuple[ImageInfo, str] | None) -> Any:
         """The picture as ``encoder`` writes it without augmentation (its bytes passed through, or
-        re-encoded), its size beside it; and (height, width, channels) for the manifest."""
+        re-encoded): (bytes, format, height, width, channels)."""
         info, mode = stored  # type: ignore[misc]
-        out: Features = {}
         if image_codec.can_pass_through(info, spec.encoding or "png", mode):
-            picture, height, width, image_format = data, info.height, info.width, info.format.lower()
-        else:
-            array = image_codec.decode(data, mode, self.class_values, info=info)
-            picture = image_codec.encode(array, spec.encoding or "png", spec.quality, spec.zlib_level, mask=self.class_values)
-            height, width, image_format = int(array.shape[0]), int(array.shape[1]), spec.encoding or "png"
-        channels = image_codec.channels_of(mode)
-        out[spec.key] = ("bytes", [picture])
-        self.write_beside(spec, out, picture, image_format, height, width, channels)
-        return out, (height, width, channels)
+            return data, info.format.lower(), info.height, info.width, image_codec.channels_of(mode)
+        array = image_codec.decode(data, mode, self.class_values, info=info)
+        picture = image_codec.encode(array, spec.encoding or "png", spec.quality, spec.zlib_level, mask=self.class_values)
+        return picture, spec.encoding or "png", int(array.shape[0]), int(array.shape[1]), image_codec.channels_of(mode)
 
     def batch_columns(self, spec: FeatureSpec, values: Any, stats: RecordStats) -> list[tuple[str, str, Any]]:
-        for _, (height, width, channels) in values:
+        import pyarrow as pa
+
+        for _, _, height, width, channels in values:
             stats.size(spec.key, height, width, channels)
-        return from_records([features for features, _ in values], (spec.key, *self.extra_keys(spec)))
+        return [(spec.key, "bytes", pa.array([v[0] for v in values], pa.large_binary())), *self.beside_columns(spec, values)]
+
+    def beside_columns(self, spec: FeatureSpec, values: list[tuple[bytes, str, int, int, int]]) -> list[tuple[str, str, Any]]:
+        """What ``write_beside`` writes, for a batch of (bytes, format, height, width, channels)."""
+        import pyarrow as pa
+
+        return [(key, "int64", pa.array([v[i] for v in values], pa.int64())) for i, key in enumerate(self.extra_keys(spec), start=2)]
 
     def encoder(self, spec: FeatureSpec, stats: RecordStats) -> Encoder:
         key, encoding, class_values = spec.key, spec.encoding or "png", self.class_values
@@ -218,6 +220,13 @@ class EncodedImageKind(ImageKind):
 
     def beside_keys(self, key: str) -> tuple[str, ...]:
         return tuple(self.size_key(key, name) for name, _ in self.BESIDE)
+
+    def beside_columns(self, spec: FeatureSpec, values: list[tuple[bytes, str, int, int, int]]) -> list[tuple[str, str, Any]]:
+        records: list[Features] = []
+        for picture, image_format, height, width, channels in values:
+            records.append({})
+            self.write_beside(spec, records[-1], picture, image_format, height, width, channels)
+        return from_records(records, self.extra_keys(spec))
 
     def write_beside(
         self, spec: FeatureSpec, out: Features, data: bytes, image_format: str, height: int, width: int, channels: int

@@ -56,7 +56,8 @@ class StringKind(FeatureKind):
 
         plain = columns.is_text(values) or pa.types.is_binary(values.type) or pa.types.is_large_binary(values.type)
         if not plain and not (columns.is_list(values) and columns.is_text(values.flatten())):
-            values = pa.array([self.typed(spec, v, None) for v in values.to_pylist()])
+            texts = [self.typed(spec, v, None) for v in values.to_pylist()]
+            values = pa.array(texts, pa.large_list(pa.large_binary()) if columns.is_list(values) else pa.large_binary())
         stats.length_range(spec.key, *columns.list_lengths(values))
         return [(spec.key, "bytes", values)]
 

@@ -13,6 +13,7 @@ OUT/
   .shardkit/lock                     held (flock) by the one build running into OUT
   .shardkit/lock.node-K              held by node K of a multi-node build, beside the shared lock
   .shardkit/plan-<fingerprint>/      the plan: one SPLIT.plan file per split, its entries in shard order
+  .shardkit/plan-<fingerprint>/SPLIT.plan.rows/   a table's mapped columns staged for the shards (rows with files), until the manifest
   .shardkit/tmp/                     scratch space while planning
 
 When OUT is in a bucket (a ``gs://``/``s3://`` URL) the same names are objects, and what is
@@ -123,6 +124,11 @@ def plan_folders(out: str) -> list[str]:
 def plan_file(split: str) -> str:
     """The plan of ``split``, in the plan folder."""
     return f"{split}.plan"
+
+
+def staged_rows(plan_file: str) -> str:
+    """Beside the plan file ``plan_file``, the folder of its table rows staged for the shards."""
+    return f"{plan_file}.rows"
 
 
 def shard_records_dir(out: str) -> str:

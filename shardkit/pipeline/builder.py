@@ -260,6 +260,7 @@ def _plan(out_dir: str, state: BuildState, splits: dict[str, SplitInput], cfg: C
                 durable=options.fsync,
                 processes=processes,
                 progress=bar.update,
+                stage_rows=not location.is_url(out_dir),
             )
         name = layout.plan_name(state.fingerprint)
         _publish_plan(scratch, location.join(layout.state_dir(out_dir), name), options.fsync)
@@ -337,8 +338,12 @@ def _publish_outputs(out_dir: str, state: BuildState, shards: list[ShardResult],
     """errors.jsonl, the TFDS metadata and manifest.json from the state and every shard's record; then the nodes' scratch space goes."""
     made = manifest.publish(out_dir, state, shards, run, fsync)
     # Every shard is committed, so the plan was published before any node could build one: no node
-    # plans now, and what nodes killed while planning left in the scratch space can go.
+    # plans now, and what nodes killed while planning left in the scratch space can go, as can the
+    # table rows staged for the shards.
     shutil.rmtree(layout.scratch_dir(out_dir), ignore_errors=True)
+    if not location.is_url(out_dir) and state.plan:
+        for split in state.splits.values():
+            shutil.rmtree(os.path.join(layout.state_dir(out_dir), state.plan, layout.staged_rows(split.file)), ignore_errors=True)
     return made
 
 

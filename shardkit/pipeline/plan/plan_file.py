@@ -13,10 +13,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Iterator, Sequence
 
+from shardkit.output import layout
 from shardkit.pipeline.config import IDENTITY_COLUMN, Config
 from shardkit.pipeline.inputs.entries import Entry, to_entry
 from shardkit.pipeline.inputs.formats.input_format import Row
 from shardkit.pipeline.inputs.sources import PlanSource
+from shardkit.pipeline.plan import staged_rows
 from shardkit.pipeline.plan.arithmetic import shard_bounds
 from shardkit.storage import location
 from shardkit.storage.atomic import flush_to_disk
@@ -44,9 +46,10 @@ def read_entries(plan_dir: str, part: PlanSlice, sources: Sequence[PlanSource], 
     # Each source's format reads its rows back, looked up once a shard, not once a line.
     readers = [(s.format.plan_row, s.path, s.names, s.folder) for s in sources]
     tables = {i for i, s in enumerate(sources) if s.format.reads_tables}
+    staged = location.join(plan_dir, layout.staged_rows(part.file))
     for lines in shard_lines(location.join(plan_dir, part.file), part):
         fields = [line.decode("utf-8", "surrogateescape").split("\t", 3) for line in lines]
-        read = _table_rows(fields, tables, sources, config) if tables else {}
+        read = _table_rows(fields, tables, sources, config, staged) if tables else {}
         for _, position, number, payload in fields:
             source = int(position)
             if source in tables:
@@ -57,8 +60,11 @@ def read_entries(plan_dir: str, part: PlanSlice, sources: Sequence[PlanSource], 
             yield to_entry(row, config, readers[source][3])
 
 
-def _table_rows(fields: list[list[str]], tables: set[int], sources: Sequence[PlanSource], config: Config) -> dict[int, dict[int, Row]]:
-    """The rows of a block of plan lines whose sources are tables, read back many at a time."""
+def _table_rows(
+    fields: list[list[str]], tables: set[int], sources: Sequence[PlanSource], config: Config, staged: str
+) -> dict[int, dict[int, Row]]:
+    """The rows of a block of plan lines whose sources are tables, read back many at a time (from
+    the rows staged for the shards, where planning staged them)."""
     wanted: dict[int, list[int]] = {}
     for _, position, number, _ in fields:
         if int(position) in tables:
@@ -66,8 +72,14 @@ def _table_rows(fields: list[list[str]], tables: set[int], sources: Sequence[Pla
     columns = table_columns(config, sources)
     read = {}
     for source, numbers in wanted.items():
-        found = sources[source]
-        read[source] = {row.line: row for row in found.format.rows_at(found.path, numbers, columns[source])}
+        found, named = sources[source], columns[source]
+        batch = staged_rows.taken(staged, source, found.path, numbers, named) if named is not None else None
+        if batch is None:
+            rows = found.format.rows_at(found.path, numbers, named)
+        else:
+            values = zip(*(column.to_pylist() for column in batch.columns.values()), strict=True)
+            rows = [Row(found.path, n, row, tuple(batch.columns)) for n, row in zip(numbers, values, strict=True)]
+        read[source] = {row.line: row for row in rows}
     return read
 
 

@@ -82,20 +82,25 @@ def make_plan(
     buffer_bytes: int = BUFFER_BYTES,
     processes: int = 1,
     progress: Progress | None = None,
+    stage_rows: bool = False,
 ) -> Plan:
-    """Write every split's plan file into ``folder`` (which must exist); scratch space is under it."""
+    """Write every split's plan file into ``folder`` (which must exist); scratch space is under it.
+    ``stage_rows``: a table whose rows carry files has its mapped columns staged beside its plan
+    file for the shards to take rows from (``plan.staged_rows``)."""
+    files = any(spec.kind.reads_file for spec in config.features)
     classes = config.open_classes()
     skipped: list[SkippedEntry] = []
     plans = {}
     for name, split_input in splits.items():  # one split at a time: memory is one split's spools
         scratch = os.path.join(folder, f"{name}.spool")
         size = sum(n or 0 for n in location.sizes_of([f.path for f in split_input.files]).values())  # a store's concurrently
+        stage = os.path.join(folder, layout.staged_rows(layout.plan_file(name))) if stage_rows and files and shuffle else None
         if processes > 1 and size > PARALLEL_BYTES:
-            parts = _spool_pieces(split_input, config, scratch, seed, shuffle, on_error, buffer_bytes, processes, size, progress)
+            parts = _spool_pieces(split_input, config, scratch, seed, shuffle, on_error, buffer_bytes, processes, size, progress, stage)
         elif split_input.files and all(s.format.reads_tables for s in split_input.sources):
             spool = Spool(scratch, shuffle, buffer_bytes)
             pieces = [f.piece or Piece(f.path) for f in split_input.files]
-            parts = [_fill_tables(pieces, list(split_input.sources), config, spool, seed, on_error, 0, progress)]
+            parts = [_fill_tables(pieces, list(split_input.sources), config, spool, seed, on_error, 0, progress, stage)]
         else:
             spool = Spool(scratch, shuffle, buffer_bytes)
             parts = [_fill(split_input.rows, list(split_input.sources), config, spool, seed, on_error, 0, progress)]
@@ -175,9 +180,10 @@ def _fill_tables(
     on_error: str,
     part: int,
     progress: Progress | None = None,
+    stage: str | None = None,
 ) -> _Spooled:
     """``_fill`` for pieces of tables: a column batch at a time (``plan.table_rows``)."""
-    found = plan_tables(pieces, sources, config, spool, seed, on_error, part, SAMPLE, progress)
+    found = plan_tables(pieces, sources, config, spool, seed, on_error, part, SAMPLE, progress, stage)
     sources = [dataclasses.replace(s, names=found.names[i]) if i in found.names else s for i, s in enumerate(sources)]
     return _Spooled(spool, sources, found.sample, found.classes, found.errors)
 
@@ -204,13 +210,14 @@ def _spool_pieces(
     processes: int,
     size: int,
     progress: Progress | None,
+    stage: str | None = None,
 ) -> list[_Spooled]:
     """Plan the split's index files in pieces on a pool; the first bad row (in file order) stops it."""
     smallest, largest = PIECE_BYTES
     piece_bytes = min(largest, max(smallest, size // (processes * 4)))
     pieces = [piece for f in split_input.files for piece in f.pieces(piece_bytes)]
     jobs = [
-        (piece, list(split_input.sources), config, os.path.join(scratch, f"piece-{i:05d}"), seed, shuffle, on_error, buffer_bytes, i)
+        (piece, list(split_input.sources), config, os.path.join(scratch, f"piece-{i:05d}"), seed, shuffle, on_error, buffer_bytes, i, stage)
         for i, piece in enumerate(pieces)
     ]
     pool = quiet_pool(multiprocessing.get_context(), min(processes, len(jobs)))
@@ -242,13 +249,14 @@ def _plan_piece(
     on_error: str,
     buffer_bytes: int,
     part: int,
+    stage: str | None = None,
 ) -> _Spooled:
     """In a pool process: one piece into its own spool, spilled whole for the parent to read."""
     spool = Spool(folder, shuffle, buffer_bytes)
     source = next(s for s in sources if s.path == piece.path)  # the piece's file, read by its format
     try:
         if source.format.reads_tables:
-            result = _fill_tables([piece], sources, config, spool, seed, on_error, part)
+            result = _fill_tables([piece], sources, config, spool, seed, on_error, part, stage=stage)
         else:
             result = _fill(source.format.read_rows(piece), sources, config, spool, seed, on_error, part)
     except EntryError as exc:  # reported by the parent only if no earlier piece has a bad row too

@@ -26,6 +26,7 @@ from shardkit.pipeline.inputs.formats.input_format import Piece, Row
 from shardkit.pipeline.inputs.sources import PlanSource
 from shardkit.pipeline.plan.arithmetic import table_keys
 from shardkit.pipeline.plan.spool import Spool
+from shardkit.pipeline.plan.staged_rows import Stager
 
 Sample = list[tuple[int, tuple[int, int], int, Row]]  # the planner's: (-key, tiebreak, source, row)
 
@@ -50,9 +51,11 @@ def plan_tables(
     part: int,
     sample_size: int,
     progress: Callable[[int], None] | None = None,
+    stage: str | None = None,
 ) -> TablesPlanned:
     """Check, key and spool the rows of ``pieces`` (each of a table source); ``part`` tells this
-    pass's sample apart from other pieces'. With ``on_error`` "fail" the first bad row raises."""
+    pass's sample apart from other pieces'. With ``on_error`` "fail" the first bad row raises.
+    ``stage``: the folder the mapped columns are staged in for the shards (``plan.staged_rows``)."""
     position = {s.path: i for i, s in enumerate(sources)}
     found = TablesPlanned([], config.open_classes(), [], {})
     for piece in pieces:
@@ -60,26 +63,50 @@ def plan_tables(
         table = sources[source].format
         names = found.names.setdefault(source, table.column_names(piece.path))
         checks = _checks(config, names, piece.path)
-        for batch in table.read_tables(piece, list(dict.fromkeys(column for _, column in checks))):
-            bad = _problems(batch.columns, checks)
-            rows = np.arange(batch.rows, dtype=np.int64)
-            if bad:
-                errors = [EntryError(piece.path, batch.first + i, bad[i]) for i in sorted(bad)]
-                if on_error != "skip":
-                    raise errors[0]
-                found.errors += errors
-                rows = np.setdiff1d(rows, np.fromiter(bad, dtype=np.int64, count=len(bad)))
-            for spec, column in checks:
-                if spec.key in found.classes:
-                    values = batch.columns[column]
-                    found.classes[spec.key] |= spec.kind.column_class_names(spec, values.take(rows) if bad else values)
-            numbers = rows + batch.first
-            keys = table_keys(seed, source, numbers)
-            _spool(spool, keys, source, numbers)
-            _sample(found.sample, keys, rows, batch, names, part, source, sample_size)
-            if progress is not None:
-                progress(len(rows))
+        stager = Stager(stage, source, piece.first_line) if stage is not None else None
+        try:
+            for batch in table.read_tables(piece, list(dict.fromkeys(column for _, column in checks))):
+                if stager is not None:
+                    stager.add(batch.columns)
+                _plan_batch(batch, checks, found, spool, seed, on_error, part, source, names, sample_size, progress)
+        finally:
+            if stager is not None:
+                stager.close()
     return found
+
+
+def _plan_batch(
+    batch: Any,
+    checks: list[tuple[FeatureSpec, str]],
+    found: TablesPlanned,
+    spool: Spool,
+    seed: int,
+    on_error: str,
+    part: int,
+    source: int,
+    names: tuple[str, ...],
+    sample_size: int,
+    progress: Callable[[int], None] | None,
+) -> None:
+    """One batch of a piece: checked, its class names collected, keyed, spooled, sampled."""
+    bad = _problems(batch.columns, checks)
+    rows = np.arange(batch.rows, dtype=np.int64)
+    if bad:
+        errors = [EntryError(batch.source, batch.first + i, bad[i]) for i in sorted(bad)]
+        if on_error != "skip":
+            raise errors[0]
+        found.errors += errors
+        rows = np.setdiff1d(rows, np.fromiter(bad, dtype=np.int64, count=len(bad)))
+    for spec, column in checks:
+        if spec.key in found.classes:
+            values = batch.columns[column]
+            found.classes[spec.key] |= spec.kind.column_class_names(spec, values.take(rows) if bad else values)
+    numbers = rows + batch.first
+    keys = table_keys(seed, source, numbers)
+    _spool(spool, keys, source, numbers)
+    _sample(found.sample, keys, rows, batch, names, part, source, sample_size)
+    if progress is not None:
+        progress(len(rows))
 
 
 def _checks(config: Config, names: tuple[str, ...], source: str) -> list[tuple[FeatureSpec, str]]:

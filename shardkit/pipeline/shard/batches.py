@@ -26,10 +26,12 @@ from shardkit.errors import EntryError
 from shardkit.features.base import BadValue, FeatureSpec
 from shardkit.formats.example_batch import encode_batch, frame_batch
 from shardkit.formats.image_headers import ImageProblem
+from shardkit.output import layout
 from shardkit.pipeline.config import IDENTITY_COLUMN, Config
 from shardkit.pipeline.inputs.entries import Entry, to_entry
 from shardkit.pipeline.inputs.formats.input_format import file_name
 from shardkit.pipeline.inputs.sources import PlanSource
+from shardkit.pipeline.plan import staged_rows
 from shardkit.pipeline.plan.plan_file import PlanSlice, shard_blocks, table_columns
 from shardkit.pipeline.shard.fetch import Fetcher
 from shardkit.pipeline.shard.records import Stats
@@ -79,8 +81,10 @@ class BatchMaker:
         self.chunk = FILE_CHUNK_ROWS if self.files else CHUNK_ROWS
         self.tables = bool(self.sources) and self.sources[0].format.reads_tables
         self.columns = table_columns(config, self.sources) if self.tables else []
+        self.staged = ""  # the shard's plan's staged table rows (``plan.staged_rows``), where there are any
 
     def blocks(self, plan_dir: str, part: PlanSlice) -> Iterator[Block]:
+        self.staged = location.join(plan_dir, layout.staged_rows(part.file))
         for block in shard_blocks(location.join(plan_dir, part.file), part):
             if self.tables:
                 yield from self._table_blocks(*_table_lines(block))
@@ -119,8 +123,10 @@ class BatchMaker:
         parts: list[tuple[np.ndarray, list[Any]]] = []
         for source in np.unique(positions).tolist():
             where = np.flatnonzero(positions == source)
-            found = self.sources[source]
-            batch = found.format.table_at(found.path, numbers[where].tolist(), self.columns[source])
+            found, named = self.sources[source], self.columns[source]
+            rows = numbers[where].tolist()
+            batch = staged_rows.taken(self.staged, source, found.path, rows, named) if named is not None else None
+            batch = batch if batch is not None else found.format.table_at(found.path, rows, named)
             names = found.names or ()
             parts.append((where, [None if s.column == IDENTITY_COLUMN else batch.columns[_name(s, names)] for s in self.config.features]))
         if len(parts) == 1:
@@ -161,7 +167,7 @@ class BatchMaker:
             values = [v.filter(mask) if isinstance(v, (pa.Array, pa.ChunkedArray)) else _kept(v, keep) for v in values]
         columns: list[tuple[str, str, Any]] = []
         for spec, column in zip(self.config.features, values, strict=True):
-            columns += spec.kind.batch_columns(spec, column if spec.kind.reads_file else _arrow(column), self.stats)
+            columns += spec.kind.batch_columns(spec, column if spec.kind.reads_file else _arrow(column, spec.kind.wire), self.stats)
         framed, lengths = frame_batch(encode_batch(columns, len(origin) - len(skipped)))
         return Block(framed, np.asarray(lengths), origin, skipped)
 
@@ -227,17 +233,17 @@ def _filled(spec: FeatureSpec, column: Any) -> Any:
     return [spec.default if v is None else v for v in column.to_pylist()]
 
 
-_LISTS = {"int64": "int64", "float": "float64", "bytes": "large_binary"}
+_LISTS = {"int64": "int64", "float": "float64", "bytes": "large_binary"}  # an empty list's item type, by wire
 
 
-def _arrow(values: Any) -> Any:
+def _arrow(values: Any, wire: str) -> Any:
     """Values as an Arrow array: an array as it is; a Python list of entries' typed values
-    converted (lists of nothing but empty lists typed by the first non-empty one, else int64)."""
+    converted (a chunk whose lists are all empty typed by the feature's wire)."""
     import pyarrow as pa
 
     if isinstance(values, (pa.Array, pa.ChunkedArray)):
         return values
     array = pa.array(values)
-    if pa.types.is_null(array.type) or (pa.types.is_list(array.type) and pa.types.is_null(array.type.value_type)):
-        return pa.array(values, pa.large_list(pa.int64()) if values and isinstance(values[0], list) else pa.large_binary())
+    if pa.types.is_list(array.type) and pa.types.is_null(array.type.value_type):
+        return pa.array(values, pa.large_list(getattr(pa, _LISTS[wire])()))
     return array

@@ -247,3 +247,25 @@ def test_pandas_categoricals_and_decimals_are_read_as_their_values(tmp_path: Pat
     shardkit.build([tmp_path / "train.parquet"], tmp_path / "out", config=config, workers=1, progress=False)
     got = sorted((int(r["cls"]), float(r["price"])) for r in read_split(str(tmp_path / "out"), "train"))
     assert got == [(0, -3.0), (0, 7.0), (1, np.float32(0.1)), (1, 1.25)]  # classes a, b; decimals as float32
+
+
+def test_shards_take_a_tables_images_from_rows_staged_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    written = write_hub_export(tmp_path / "set", {"train": 40}, shards=2)
+    reference = tmp_path / "reference"
+    shardkit.build([tmp_path / "set" / "data"], reference, workers=1, progress=False, records_per_shard=8)
+    assert not list((reference / ".shardkit").glob("plan-*/*.rows"))  # removed with the manifest
+
+    def unread(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a shard read its rows from the Parquet file")
+
+    monkeypatch.setattr(PARQUET.__class__, "table_at", unread)  # 5 shuffled shards: each would read both files whole
+    out = tmp_path / "out"
+    shardkit.build([tmp_path / "set" / "data"], out, workers=2, progress=False, records_per_shard=8)
+    assert raw_records(str(out), "train") == raw_records(str(reference), "train")
+    augmenting = tmp_path / "flip.yaml"  # records made one by one read the staged rows too
+    augmenting.write_text(
+        "features:\n  image: {kind: image, encoding: png}\n  label: {kind: class_id, classes: [cat, dog, fish]}\n"
+        "augment:\n  copies: 1\n  keep_original: true\n  pipeline:\n    - {__class_fullname__: HorizontalFlip, p: 1.0}\n"
+    )
+    flipped = shardkit.build([tmp_path / "set" / "data"], tmp_path / "flipped", config=augmenting, workers=1, progress=False)
+    assert flipped.records == 2 * len(written["train"])

@@ -67,7 +67,10 @@ def _inputs(kind: str, root: Path) -> tuple[list[Path], str | None]:
         columns = {k: [r[k] for r in rows] for k in rows[0]}
         columns["picture"] = [png(i) for i in range(90)]
         write_table(root / "train.parquet", columns, row_group_size=16)
-        (root / "c.yaml").write_text(ROWS_CONFIG + "  picture: {kind: image, encoding: raw}\n  again: {kind: image, column: picture}\n")
+        (root / "c.yaml").write_text(
+            ROWS_CONFIG + "  picture: {kind: image, encoding: raw}\n  again: {kind: image, column: picture}\n"
+            "  photo/encoded: {kind: encoded_image, column: picture}\n"
+        )
         return [root / "train.parquet"], str(root / "c.yaml")
     if kind == "hub":
         write_hub_export(root, {"train": 30, "test": 7}, shards=2)
@@ -120,3 +123,13 @@ def test_which_builds_take_the_batch_path(tmp_path: Path) -> None:
         {"features": {"image": {"kind": "image"}}, "augment": {"copies": 1, "pipeline": [{"__class_fullname__": "HorizontalFlip"}]}}
     )
     assert not batches.applies(augmented, [text])
+
+
+def test_lists_empty_in_every_record_are_typed_by_their_feature(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps({"xs": [], "texts": [], "ns": []}) + "\n" for _ in range(5)))
+    (tmp_path / "c.yaml").write_text("features:\n  xs: {kind: float}\n  texts: {kind: string}\n  ns: {kind: int64}\n")
+    _build([tmp_path / "train.jsonl"], str(tmp_path / "c.yaml"), tmp_path / "batched", workers=1)
+    with monkeypatch.context() as patch:
+        patch.setattr(worker, "batched", lambda config, sources: False)
+        _build([tmp_path / "train.jsonl"], str(tmp_path / "c.yaml"), tmp_path / "one-by-one", workers=1)
+    assert _output(tmp_path / "batched") == _output(tmp_path / "one-by-one")

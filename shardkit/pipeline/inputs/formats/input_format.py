@@ -93,6 +93,19 @@ class Piece:
 
 
 @dataclasses.dataclass(frozen=True)
+class TableBatch:
+    """Consecutive rows of a Parquet file as Arrow columns: ``first`` is the first row's number."""
+
+    source: str
+    first: int
+    columns: dict[str, Any]  # name -> pyarrow Array
+
+    @property
+    def rows(self) -> int:
+        return len(next(iter(self.columns.values()))) if self.columns else 0
+
+
+@dataclasses.dataclass(frozen=True)
 class InputFormat:
     """One input format. ``name`` is kept in the build state of every OUT built with it: never
     rename one. ``suffixes`` are the file names it claims (lower case, with the dot); the

@@ -22,7 +22,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from shardkit.errors import EntryError, ShardkitError
-from shardkit.pipeline.inputs.formats.input_format import InputFormat, Piece, Row, file_name, split_name
+from shardkit.pipeline.inputs.formats.input_format import InputFormat, Piece, Row, TableBatch, file_name, split_name
 from shardkit.storage import location
 
 if TYPE_CHECKING:
@@ -31,19 +31,6 @@ if TYPE_CHECKING:
 
 BATCH_ROWS = 8192  # rows a batch when rows are read one by one (planning with per-row checks, previews)
 _SHARD_NAME = re.compile(r"^\d+$")  # the Hub's converted layout: CONFIG/SPLIT/0000.parquet
-
-
-@dataclasses.dataclass(frozen=True)
-class TableBatch:
-    """Consecutive rows of a Parquet file as Arrow columns: ``first`` is the first row's number."""
-
-    source: str
-    first: int
-    columns: dict[str, pa.Array]
-
-    @property
-    def rows(self) -> int:
-        return len(next(iter(self.columns.values()))) if self.columns else 0
 
 
 @dataclasses.dataclass(frozen=True)
