@@ -29,7 +29,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-BATCH_ROWS = 8192  # rows a batch when rows are read one by one (planning with per-row checks, previews)
+BATCH_ROWS = 8192  # rows a batch read in planning, at most ...
+BATCH_BYTES = 32 << 20  # ... and about this many bytes of the columns read (a table of images: a few hundred rows)
 _SHARD_NAME = re.compile(r"^\d+$")  # the Hub's converted layout: CONFIG/SPLIT/0000.parquet
 
 
@@ -88,7 +89,7 @@ class Parquet(InputFormat):
         groups = list(range(piece.start, parquet.metadata.num_row_groups if piece.stop is None else piece.stop))
         first = piece.first_line
         top = None if columns is None else _top_level(parquet, columns, piece.path)
-        for batch in parquet.iter_batches(BATCH_ROWS, row_groups=groups, columns=top, use_threads=False):
+        for batch in parquet.iter_batches(_batch_rows(parquet, top), row_groups=groups, columns=top, use_threads=False):
             yield TableBatch(piece.path, first, _columns(batch, columns))
             first += batch.num_rows
 
@@ -168,6 +169,22 @@ def _flat_names(schema: pa.Schema) -> list[str]:
                 names.append(name)
                 stack.append((name, child.type))
     return names
+
+
+def _batch_rows(parquet: pq.ParquetFile, top: Sequence[str] | None) -> int:
+    """Rows a batch of the columns ``top`` (None: all) holds about ``BATCH_BYTES`` in, told by the
+    first row group's uncompressed sizes."""
+    meta = parquet.metadata
+    if meta.num_row_groups == 0 or meta.row_group(0).num_rows == 0:
+        return BATCH_ROWS
+    group = meta.row_group(0)
+    wanted = None if top is None else set(top)
+    size = 0
+    for i in range(group.num_columns):
+        column = group.column(i)
+        if wanted is None or column.path_in_schema.split(".", 1)[0] in wanted:
+            size += column.total_uncompressed_size
+    return int(max(16, min(BATCH_ROWS, BATCH_BYTES * group.num_rows // max(size, 1))))
 
 
 def _top_level(parquet: pq.ParquetFile, columns: Sequence[str], source: str) -> list[str]:
