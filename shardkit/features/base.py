@@ -251,10 +251,14 @@ class FeatureKind:
 
     def batch_columns(self, spec: FeatureSpec, values: Any, stats: RecordStats) -> list[tuple[str, str, Any]]:
         """The feature in a batch of records (``pipeline.shard.batches``): (key, Example list type,
-        Arrow array with one value or list per record) for each key it writes. ``values``: an Arrow
-        array of its input values (a table's column, or entries' typed values); for a kind that
-        ``reads_file``, what ``batch_file`` made of each record's file."""
+        Arrow array of one value or list per record) for each key it writes. ``values``: a table's
+        Arrow column the kind takes as it is (``native_column``), or a list of ``typed`` values;
+        for a kind that ``reads_file``, what ``batch_file`` made of each record's file."""
         raise NotImplementedError(f"{self.name} features are encoded record by record")
+
+    def native_column(self, spec: FeatureSpec, column: Any) -> bool:
+        """Whether ``batch_columns`` takes the Arrow ``column`` (no nulls) as it is, untyped."""
+        return False
 
     def batch_file(self, spec: FeatureSpec, data: bytes, stored: tuple[ImageInfo, str] | None) -> Any:
         """A record's file as ``batch_columns`` takes it (raises ``ImageProblem``: the record is bad)."""

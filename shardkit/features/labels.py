@@ -76,14 +76,17 @@ class ClassNameKind(FeatureKind):
     def batchable(self, spec: FeatureSpec) -> bool:
         return True
 
+    def native_column(self, spec: FeatureSpec, column: Any) -> bool:
+        return columns.is_text(column)
+
     def batch_columns(self, spec: FeatureSpec, values: Any, stats: RecordStats) -> list[tuple[str, str, Any]]:
-        """Names as their places in the class list, counted by name."""
+        """Names (a text column, or typed names) as their places in the class list, counted by name."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        names = spec.classes or ()
-        stats.counts(spec.key, columns.value_counts(values))
-        return [(spec.key, "int64", pc.index_in(values, value_set=pa.array(names, pa.string())).cast(pa.int64()))]
+        names = pa.array(values, pa.string()) if isinstance(values, list) else values
+        stats.counts(spec.key, columns.value_counts(names))
+        return [(spec.key, "int64", pc.index_in(names, value_set=pa.array(spec.classes or (), pa.string())).cast(pa.int64()))]
 
     def schema(
         self, key: str, config: Mapping[str, Any], lengths: Mapping[str, tuple[int, int]], sizes: Mapping[str, list[Any]]
@@ -125,11 +128,14 @@ class ClassIdKind(ClassNameKind):
         suspect = ((ids < 0) | (ids >= len(spec.classes or ()))) & ~columns.nulls(column)
         return FeatureKind.column_problems(self, spec, column, np.flatnonzero(suspect)) if suspect.any() else []
 
+    def native_column(self, spec: FeatureSpec, column: Any) -> bool:
+        return columns.is_integer(column)
+
     def batch_columns(self, spec: FeatureSpec, values: Any, stats: RecordStats) -> list[tuple[str, str, Any]]:
-        """Ids as they are (entries' values, typed to names, go back to their ids), counted by name."""
+        """An integer column's ids as they are, counted by name; typed values are names already."""
         import pyarrow as pa
 
-        if not columns.is_integer(values):
+        if isinstance(values, list):
             return super().batch_columns(spec, values, stats)
         names = spec.classes or ()
         stats.counts(spec.key, {names[int(i)]: n for i, n in columns.value_counts(values).items()})

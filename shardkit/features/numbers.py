@@ -68,19 +68,22 @@ class NumberKind(FeatureKind):
     def batchable(self, spec: FeatureSpec) -> bool:
         return True
 
+    def native_column(self, spec: FeatureSpec, column: Any) -> bool:
+        return columns.is_number(column) or (columns.is_list(column) and columns.is_number(column.flatten()))
+
     def batch_columns(self, spec: FeatureSpec, values: Any, stats: RecordStats) -> list[tuple[str, str, Any]]:
-        values = self.numeric(spec, values)
+        values = self.arrow(values)
         stats.length_range(spec.key, *columns.list_lengths(values))
         return [(spec.key, self.wire, values)]
 
-    def numeric(self, spec: FeatureSpec, values: Any) -> Any:
-        """A column of numbers as it is; any other (decimals, text) typed value by value into lists."""
+    def arrow(self, values: Any) -> Any:
+        """A native column as it is; typed values (a list of numbers a record) as an Arrow list column."""
         import pyarrow as pa
 
-        if columns.is_number(values) or (columns.is_list(values) and columns.is_number(values.flatten())):
+        if not isinstance(values, list):
             return values
         item = pa.int64() if np.issubdtype(self.numpy_dtype, np.integer) else pa.float64()
-        return pa.array([self.typed(spec, v, None) for v in values.to_pylist()], pa.large_list(item))
+        return pa.array(values, pa.large_list(item))
 
     def python_value(self, entry: Mapping[str, Any], values: Any, decode_images: bool) -> Any:
         array = np.asarray(values, dtype=self.numpy_dtype)
@@ -129,7 +132,7 @@ class Int64Kind(NumberKind):
         """Integers as int64 (a float column's whole numbers too), each single value counted as a label."""
         import pyarrow as pa
 
-        values = self.numeric(spec, values)
+        values = self.arrow(values)
         listed = columns.is_list(values)
         values = values.cast(pa.large_list(pa.int64()) if listed else pa.int64())
         lo, hi = columns.list_lengths(values)

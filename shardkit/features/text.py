@@ -50,14 +50,22 @@ class StringKind(FeatureKind):
     def batchable(self, spec: FeatureSpec) -> bool:
         return True
 
-    def batch_columns(self, spec: FeatureSpec, values: Any, stats: RecordStats) -> list[tuple[str, str, Any]]:
-        """Texts as they are (Arrow's strings are UTF-8); other values as ``typed`` writes them."""
+    def native_column(self, spec: FeatureSpec, column: Any) -> bool:
         import pyarrow as pa
 
-        plain = columns.is_text(values) or pa.types.is_binary(values.type) or pa.types.is_large_binary(values.type)
-        if not plain and not (columns.is_list(values) and columns.is_text(values.flatten())):
-            texts = [self.typed(spec, v, None) for v in values.to_pylist()]
-            values = pa.array(texts, pa.large_list(pa.large_binary()) if columns.is_list(values) else pa.large_binary())
+        plain = columns.is_text(column) or pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type)
+        return plain or (columns.is_list(column) and columns.is_text(column.flatten()))
+
+    def batch_columns(self, spec: FeatureSpec, values: Any, stats: RecordStats) -> list[tuple[str, str, Any]]:
+        """Texts as they are (Arrow's strings are UTF-8); typed values (bytes, or lists of them:
+        a single text then is a list of one, as a record stores it) as a binary column."""
+        import pyarrow as pa
+
+        if isinstance(values, list):
+            if any(isinstance(v, list) for v in values):
+                values = pa.array([v if isinstance(v, list) else [v] for v in values], pa.large_list(pa.large_binary()))
+            else:
+                values = pa.array(values, pa.large_binary())
         stats.length_range(spec.key, *columns.list_lengths(values))
         return [(spec.key, "bytes", values)]
 

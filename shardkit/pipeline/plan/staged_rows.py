@@ -57,8 +57,11 @@ def taken(folder: str, source: int, path: str, numbers: Sequence[int], columns: 
     order = np.argsort(wanted, kind="stable")
     ordered = wanted[order]
     parts = []
-    for first, name in files:
-        table = _mapped(os.path.join(folder, name), os.getpid())
+    try:
+        tables = [(first, _mapped(os.path.join(folder, name), os.getpid())) for first, name in files]
+    except (OSError, ValueError):  # a copy a power cut left unfinished: the table itself still holds the rows
+        return None
+    for first, table in tables:
         lo, hi = np.searchsorted(ordered, [first, first + table.num_rows])
         if hi > lo:
             parts.append(table.select(list(columns)).take(pa.array(ordered[lo:hi] - first)))

@@ -100,11 +100,10 @@ class BatchMaker:
             stop = min(start + self.chunk, len(positions))
             where, lines = positions[start:stop], numbers[start:stop]
             origin = list(zip([self.sources[p].path for p in where.tolist()], lines.tolist(), strict=True))
-            values: list[Any] = []
-            for spec, column in zip(self.config.features, columns, strict=True):
-                values.append(
-                    self._identities(where, lines) if spec.column == IDENTITY_COLUMN else _filled(spec, column.slice(start, stop - start))
-                )
+            values: list[Any] = [
+                self._identities(where, lines) if spec.column == IDENTITY_COLUMN else _sliced(column, start, stop)
+                for spec, column in zip(self.config.features, columns, strict=True)
+            ]
             yield self._encoded(values, origin, [self.sources[p].folder for p in where.tolist()] if self.files else None)
 
     def _identities(self, positions: np.ndarray, numbers: np.ndarray) -> Any:
@@ -117,7 +116,9 @@ class BatchMaker:
         return pc.binary_join_element_wise(prefixes.take(pa.array(positions)), rows, pa.scalar(b"", pa.binary()))
 
     def _table_values(self, positions: np.ndarray, numbers: np.ndarray) -> list[Any]:
-        """Each feature's values for a block's rows, in plan order, however many tables they come from."""
+        """Each feature's values for a block's rows, in plan order, however many tables they come
+        from: the Arrow column where its kind takes it as it is (one type, no nulls), else each
+        value typed as the per-record path types it (a default for a null, a date as a name)."""
         import pyarrow as pa
 
         parts: list[tuple[np.ndarray, list[Any]]] = []
@@ -129,17 +130,18 @@ class BatchMaker:
             batch = batch if batch is not None else found.format.table_at(found.path, rows, named)
             names = found.names or ()
             parts.append((where, [None if s.column == IDENTITY_COLUMN else batch.columns[_name(s, names)] for s in self.config.features]))
-        if len(parts) == 1:
-            return parts[0][1]
         back = np.argsort(np.concatenate([where for where, _ in parts]), kind="stable")
         out: list[Any] = []
         for i, spec in enumerate(self.config.features):
+            columns = [p[1][i] for p in parts]
             if spec.column == IDENTITY_COLUMN:
                 out.append(None)
-                continue
-            first = parts[0][1][i].type
-            joined = pa.concat_arrays([p[1][i] if p[1][i].type == first else p[1][i].cast(first) for p in parts])
-            out.append(joined.take(pa.array(back)))
+            elif len({c.type for c in columns}) == 1 and (spec.kind.reads_file or _native(spec, columns)):
+                joined = columns[0] if len(columns) == 1 else pa.concat_arrays(columns).take(pa.array(back))
+                out.append(joined)
+            else:  # typed value by value; a file's value is typed with its folder, later
+                typed = [v for c in columns for v in _typed(spec, c)]
+                out.append([typed[j] for j in back.tolist()])
         return out
 
     def _entry_blocks(self, fields: list[list[bytes]]) -> Iterator[Block]:
@@ -152,7 +154,7 @@ class BatchMaker:
                 row = plan_row(path, names, int(number), payload.decode("utf-8", "surrogateescape"))
                 entries.append(to_entry(row, self.config, folder))
             entries = list(self.fetcher.ahead(entries)) if self.files else entries
-            values = [[e.values[i] for e in entries] for i in range(len(self.config.features))]
+            values: list[Any] = [[e.values[i] for e in entries] for i in range(len(self.config.features))]
             yield self._encoded(values, [(e.source, e.line) for e in entries], None)
 
     # -- records ------------------------------------------------------------------------------
@@ -162,12 +164,14 @@ class BatchMaker:
         import pyarrow as pa
 
         keep, skipped = self._files(values, origin, folders)
+        if len(skipped) == len(origin):  # nothing left to encode, or to count
+            return Block(b"", np.zeros(0, dtype=np.int64), origin, skipped)
         if skipped:
             mask = pa.array(keep)
             values = [v.filter(mask) if isinstance(v, (pa.Array, pa.ChunkedArray)) else _kept(v, keep) for v in values]
         columns: list[tuple[str, str, Any]] = []
         for spec, column in zip(self.config.features, values, strict=True):
-            columns += spec.kind.batch_columns(spec, column if spec.kind.reads_file else _arrow(column, spec.kind.wire), self.stats)
+            columns += spec.kind.batch_columns(spec, column, self.stats)
         framed, lengths = frame_batch(encode_batch(columns, len(origin) - len(skipped)))
         return Block(framed, np.asarray(lengths), origin, skipped)
 
@@ -226,24 +230,18 @@ def _name(spec: FeatureSpec, names: Sequence[str]) -> str:
     return spec.column if isinstance(spec.column, str) else names[spec.column]  # type: ignore[index]
 
 
-def _filled(spec: FeatureSpec, column: Any) -> Any:
-    """A table column with the feature's default in place of nulls (checked in planning)."""
-    if spec.default is None or not column.null_count:
-        return column
-    return [spec.default if v is None else v for v in column.to_pylist()]
+def _native(spec: FeatureSpec, columns: list[Any]) -> bool:
+    return all(c.null_count == 0 and spec.kind.native_column(spec, c) for c in columns)
 
 
-_LISTS = {"int64": "int64", "float": "float64", "bytes": "large_binary"}  # an empty list's item type, by wire
+def _typed(spec: FeatureSpec, column: Any) -> list[Any]:
+    """A table column's values as ``typed`` makes them, a null as the feature's default
+    (planning let through no null without one); a file's raw value is typed later, with its folder."""
+    raws = column.to_pylist()
+    if spec.kind.reads_file:
+        return list(raws)
+    return [spec.kind.typed(spec, spec.default if raw is None else raw, None) for raw in raws]
 
 
-def _arrow(values: Any, wire: str) -> Any:
-    """Values as an Arrow array: an array as it is; a Python list of entries' typed values
-    converted (a chunk whose lists are all empty typed by the feature's wire)."""
-    import pyarrow as pa
-
-    if isinstance(values, (pa.Array, pa.ChunkedArray)):
-        return values
-    array = pa.array(values)
-    if pa.types.is_list(array.type) and pa.types.is_null(array.type.value_type):
-        return pa.array(values, pa.large_list(getattr(pa, _LISTS[wire])()))
-    return array
+def _sliced(values: Any, start: int, stop: int) -> Any:
+    return values[start:stop] if isinstance(values, list) else values.slice(start, stop - start)

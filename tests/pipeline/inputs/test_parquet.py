@@ -5,6 +5,7 @@ default, and TensorFlow reading back every value as the table holds it."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -269,3 +270,14 @@ def test_shards_take_a_tables_images_from_rows_staged_once(tmp_path: Path, monke
     )
     flipped = shardkit.build([tmp_path / "set" / "data"], tmp_path / "flipped", config=augmenting, workers=1, progress=False)
     assert flipped.records == 2 * len(written["train"])
+
+
+def test_a_rewritten_table_is_read_anew_by_the_next_build_in_the_same_process(tmp_path: Path) -> None:
+    write_table(tmp_path / "train.parquet", {"x": [1, 2, 3]}, 2)
+    config = tmp_path / "c.yaml"
+    config.write_text("features:\n  x: {kind: int64}\n")
+    shardkit.build([tmp_path / "train.parquet"], tmp_path / "first", config=config, workers=1, progress=False)
+    write_table(tmp_path / "new.parquet", {"x": [10, 20, 30, 40]}, 2)
+    os.replace(tmp_path / "new.parquet", tmp_path / "train.parquet")  # as a notebook's next cell rewrites it
+    shardkit.build([tmp_path / "train.parquet"], tmp_path / "second", config=config, workers=1, progress=False)
+    assert sorted(int(r["x"]) for r in read_split(str(tmp_path / "second"), "train")) == [10, 20, 30, 40]

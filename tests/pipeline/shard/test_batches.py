@@ -133,3 +133,54 @@ def test_lists_empty_in_every_record_are_typed_by_their_feature(tmp_path: Path, 
         patch.setattr(worker, "batched", lambda config, sources: False)
         _build([tmp_path / "train.jsonl"], str(tmp_path / "c.yaml"), tmp_path / "one-by-one", workers=1)
     assert _output(tmp_path / "batched") == _output(tmp_path / "one-by-one")
+
+
+def _edge_inputs(case: str, root: Path) -> tuple[list[Path], str]:
+    """Inputs where batches once went their own way (a review's findings): the per-record path is the reference."""
+    import datetime
+
+    import pyarrow as pa
+
+    root.mkdir()
+    config = root / "c.yaml"
+    if case == "ids-as-text":  # class ids in a text column, and names that are digits themselves
+        write_table(root / "train.parquet", {"c": ["0", "1", "0", "1", "1"]}, 2)
+        config.write_text("features:\n  c: {kind: class_id, classes: ['1', '0']}\n")
+        return [root / "train.parquet"], str(config)
+    if case == "types-differ":  # one split, two files, the same column typed differently
+        write_table(root / "train-0.parquet", {"n": [1.0, 2.0], "s": [1, 2], "l": [3, 4]}, 2)
+        write_table(root / "train-1.parquet", {"n": [2**60 + 1, 5], "s": ["abc", "d"], "l": [[1, 2], []]}, 2)
+        config.write_text("features:\n  n: {kind: int64}\n  s: {kind: string}\n  l: {kind: int64}\n")
+        return [root / "train-0.parquet", root / "train-1.parquet"], str(config)
+    if case == "defaults":  # nulls in list and scalar columns, defaults of another shape or type
+        columns = {"l": pa.array([[1], None, [2, 3]]), "n": pa.array([1, None, 3]), "t": pa.array([["a"], None, []])}
+        write_table(root / "train.parquet", columns, 2)
+        config.write_text("features:\n  l: {kind: int64, default: 0}\n  n: {kind: int64, default: '5'}\n  t: {kind: string, default: x}\n")
+        return [root / "train.parquet"], str(config)
+    if case == "dates":  # class names that are not text
+        write_table(root / "train.parquet", {"d": [datetime.date(2020, 1, i) for i in (1, 2, 1)]}, 2)
+        config.write_text("features:\n  d: {kind: class_name}\n")
+        return [root / "train.parquet"], str(config)
+    if case == "mixed-json":  # a text and a list of texts in one column
+        (root / "train.jsonl").write_text('{"s": "a", "n": 1}\n{"s": ["b", "c"], "n": [2, 3]}\n{"s": [], "n": 4}\n')
+        config.write_text("features:\n  s: {kind: string}\n  n: {kind: int64}\n")
+        return [root / "train.jsonl"], str(config)
+    # every record of a shard skipped: its label counts and list lengths must not count it
+    (root / "img").mkdir()
+    for i in range(6):
+        (root / "img" / f"{i}.png").write_bytes(png(i, size=4) if i != 2 else b"junk")
+    (root / "train.jsonl").write_text("".join(json.dumps({"image": f"img/{i}.png", "label": i % 2}) + "\n" for i in range(6)))
+    config.write_text("features:\n  image: {kind: image, encoding: raw}\n  label: {kind: int64}\n")
+    return [root / "train.jsonl"], str(config)
+
+
+@pytest.mark.parametrize("case", ["ids-as-text", "types-differ", "defaults", "dates", "mixed-json", "all-skipped"])
+def test_batches_agree_where_values_are_unusual(case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    inputs, config = _edge_inputs(case, tmp_path / "in")
+    per_shard = 1 if case == "all-skipped" else 10  # one shard of the junk image alone; else one block of every row
+    args = {"config": config, "progress": False, "records_per_shard": per_shard, "on_error": "skip", "seed": 3, "workers": 1}
+    shardkit.build(inputs, tmp_path / "batched", **args)  # type: ignore[arg-type]
+    with monkeypatch.context() as patch:
+        patch.setattr(worker, "batched", lambda config, sources: False)
+        shardkit.build(inputs, tmp_path / "one-by-one", **args)  # type: ignore[arg-type]
+    assert _output(tmp_path / "batched") == _output(tmp_path / "one-by-one")

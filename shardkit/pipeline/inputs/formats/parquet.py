@@ -13,6 +13,7 @@ pyarrow is imported where a Parquet file is read, not for ``--help``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
@@ -218,13 +219,19 @@ def _columns(batch: pa.RecordBatch | pa.Table, columns: Sequence[str] | None) ->
 
 
 def _file(path: str) -> pq.ParquetFile:
-    """The file opened once per process (its footer read once); a store's through fsspec. Not
-    shared with a forked child: a store's file object needs its own process's event loop."""
-    return _opened(path, os.getpid())
+    """The file opened once per process and version (its footer read once); a store's through
+    fsspec. Not shared with a forked child (a store's file object needs its own process's event
+    loop), nor with a later build after the file was rewritten (a notebook's next run)."""
+    version = None
+    if not location.is_url(path):
+        with contextlib.suppress(OSError):
+            found = os.stat(location.local_path(path))
+            version = (found.st_mtime_ns, found.st_size, found.st_ino)
+    return _opened(path, os.getpid(), version)
 
 
 @functools.lru_cache(maxsize=16)
-def _opened(path: str, pid: int) -> pq.ParquetFile:
+def _opened(path: str, pid: int, version: tuple[int, int, int] | None) -> pq.ParquetFile:
     import pyarrow.parquet as pq
 
     try:
@@ -237,7 +244,6 @@ def _opened(path: str, pid: int) -> pq.ParquetFile:
         raise ShardkitError(f"{path}: cannot read as Parquet: {exc}") from None
 
 
-@functools.lru_cache(maxsize=16)
 def _group_starts(path: str) -> list[int]:
     """The first row index of every row group, and the row count last."""
     meta = _file(path).metadata
