@@ -37,7 +37,7 @@ class NumberKind(FeatureKind):
 
     def column_problems(self, spec: FeatureSpec, column: Any, rows: Any = None) -> list[tuple[int, str]]:
         """A column of numbers (or lists of them) screened in NumPy; only suspect rows are typed."""
-        if rows is not None or not (columns.is_number(column) or (columns.is_list(column) and columns.is_number(column.flatten()))):
+        if rows is not None or not self.native_column(spec, column):
             return super().column_problems(spec, column, rows)
         values, parents = columns.values_and_rows(column)
         suspect = columns.nulls(values) | self.suspect(columns.numbers(values))

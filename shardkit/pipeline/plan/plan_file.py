@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Iterator, Sequence
 
+from shardkit.features.base import FeatureSpec
 from shardkit.output import layout
 from shardkit.pipeline.config import IDENTITY_COLUMN, Config
 from shardkit.pipeline.inputs.entries import Entry, to_entry
@@ -83,21 +84,21 @@ def _table_rows(
     return read
 
 
+def column_name(spec: FeatureSpec, names: Sequence[str]) -> str | None:
+    """The table column ``spec`` reads, by name (a position indexes ``names``); None where a
+    position has no name."""
+    if isinstance(spec.column, str):
+        return spec.column
+    return names[spec.column] if spec.column < len(names) else None
+
+
 def table_columns(config: Config, sources: Sequence[PlanSource]) -> list[list[str] | None]:
-    """Per source, the columns the config reads of it, by name (a position indexes the source's
-    names); None where a position has no name: all columns, for the row's own check to report."""
+    """Per source, the columns the config reads of it, by name; None where a position has no
+    name: all columns, for the row's own check to report."""
     out: list[list[str] | None] = []
     for source in sources:
-        names = source.names or ()
-        columns: list[str] | None = []
-        for spec in config.features:
-            if spec.column == IDENTITY_COLUMN or columns is None:
-                continue
-            if isinstance(spec.column, str):
-                columns.append(spec.column)
-            else:
-                columns = [*columns, names[spec.column]] if spec.column < len(names) else None
-        out.append(None if columns is None else list(dict.fromkeys(columns)))
+        named = [column_name(spec, source.names or ()) for spec in config.features if spec.column != IDENTITY_COLUMN]
+        out.append(None if None in named else list(dict.fromkeys(n for n in named if n is not None)))
     return out
 
 

@@ -25,6 +25,7 @@ from shardkit.pipeline.inputs.entries import null_reason
 from shardkit.pipeline.inputs.formats.input_format import Piece, Row
 from shardkit.pipeline.inputs.sources import PlanSource
 from shardkit.pipeline.plan.arithmetic import table_keys
+from shardkit.pipeline.plan.plan_file import column_name
 from shardkit.pipeline.plan.spool import Spool
 from shardkit.pipeline.plan.staged_rows import Stager
 
@@ -115,7 +116,7 @@ def _checks(config: Config, names: tuple[str, ...], source: str) -> list[tuple[F
     for spec in config.features:
         if spec.column == IDENTITY_COLUMN:
             continue
-        column = spec.column if isinstance(spec.column, str) else names[spec.column] if spec.column < len(names) else None
+        column = column_name(spec, names)
         if column is None or column not in names:
             reason = f"no column {spec.column!r} (columns: {', '.join(n for n in names if '.' not in n)})"
             raise ConfigError(f"features.{spec.key}.column", f"{reason} in {source}", config.source)

@@ -32,9 +32,9 @@ from shardkit.pipeline.inputs.entries import Entry, to_entry
 from shardkit.pipeline.inputs.formats.input_format import file_name
 from shardkit.pipeline.inputs.sources import PlanSource
 from shardkit.pipeline.plan import staged_rows
-from shardkit.pipeline.plan.plan_file import PlanSlice, shard_blocks, table_columns
+from shardkit.pipeline.plan.plan_file import PlanSlice, column_name, shard_blocks, table_columns
 from shardkit.pipeline.shard.fetch import Fetcher
-from shardkit.pipeline.shard.records import Stats
+from shardkit.pipeline.shard.records import Stats, file_label, naming
 from shardkit.storage import location
 
 Skipped = list[tuple[str, int, str]]  # (source, line, reason) of entries left out
@@ -81,21 +81,20 @@ class BatchMaker:
         self.chunk = FILE_CHUNK_ROWS if self.files else CHUNK_ROWS
         self.tables = bool(self.sources) and self.sources[0].format.reads_tables
         self.columns = table_columns(config, self.sources) if self.tables else []
-        self.staged = ""  # the shard's plan's staged table rows (``plan.staged_rows``), where there are any
 
     def blocks(self, plan_dir: str, part: PlanSlice) -> Iterator[Block]:
-        self.staged = location.join(plan_dir, layout.staged_rows(part.file))
+        staged = location.join(plan_dir, layout.staged_rows(part.file))  # the table rows planning staged, if any
         for block in shard_blocks(location.join(plan_dir, part.file), part):
             if self.tables:
-                yield from self._table_blocks(*_table_lines(block))
+                yield from self._table_blocks(*_table_lines(block), staged)
             else:
                 yield from self._entry_blocks([line.split(b"\t", 3) for line in block.split(b"\n")[:-1]])
 
     # -- where the values come from -----------------------------------------------------------
 
-    def _table_blocks(self, positions: np.ndarray, numbers: np.ndarray) -> Iterator[Block]:
+    def _table_blocks(self, positions: np.ndarray, numbers: np.ndarray, staged: str) -> Iterator[Block]:
         """Rows of tables: read back many at a time, each feature's column sliced per chunk."""
-        columns = self._table_values(positions, numbers)
+        columns = self._table_values(positions, numbers, staged)
         for start in range(0, len(positions), self.chunk):
             stop = min(start + self.chunk, len(positions))
             where, lines = positions[start:stop], numbers[start:stop]
@@ -115,7 +114,7 @@ class BatchMaker:
         rows = pc.cast(pa.array(numbers), pa.string()).cast(pa.binary())
         return pc.binary_join_element_wise(prefixes.take(pa.array(positions)), rows, pa.scalar(b"", pa.binary()))
 
-    def _table_values(self, positions: np.ndarray, numbers: np.ndarray) -> list[Any]:
+    def _table_values(self, positions: np.ndarray, numbers: np.ndarray, staged: str) -> list[Any]:
         """Each feature's values for a block's rows, in plan order, however many tables they come
         from: the Arrow column where its kind takes it as it is (one type, no nulls), else each
         value typed as the per-record path types it (a default for a null, a date as a name)."""
@@ -126,10 +125,12 @@ class BatchMaker:
             where = np.flatnonzero(positions == source)
             found, named = self.sources[source], self.columns[source]
             rows = numbers[where].tolist()
-            batch = staged_rows.taken(self.staged, source, found.path, rows, named) if named is not None else None
+            batch = staged_rows.taken(staged, source, found.path, rows, named) if named is not None else None
             batch = batch if batch is not None else found.format.table_at(found.path, rows, named)
-            names = found.names or ()
-            parts.append((where, [None if s.column == IDENTITY_COLUMN else batch.columns[_name(s, names)] for s in self.config.features]))
+            names = found.names or ()  # every column has a name here: planning refused a position past them
+            parts.append(
+                (where, [None if s.column == IDENTITY_COLUMN else batch.columns[column_name(s, names)] for s in self.config.features])  # type: ignore[index]
+            )
         back = np.argsort(np.concatenate([where for where, _ in parts]), kind="stable")
         out: list[Any] = []
         for i, spec in enumerate(self.config.features):
@@ -219,15 +220,8 @@ def _kept(values: list[Any], keep: list[bool]) -> list[Any]:
 
 def _made(spec: FeatureSpec, data: bytes, value: Any) -> Any:
     """A record's file as its kind's ``batch_columns`` takes it; a problem names the feature and file."""
-    try:
+    with naming(spec.key, file_label(value)):
         return spec.kind.batch_file(spec, data, spec.kind.stored(spec, data))
-    except ImageProblem as exc:
-        where = value if isinstance(value, str) else "bytes in the input"
-        raise ImageProblem(f"{spec.key}: {where}: {exc}") from None
-
-
-def _name(spec: FeatureSpec, names: Sequence[str]) -> str:
-    return spec.column if isinstance(spec.column, str) else names[spec.column]  # type: ignore[index]
 
 
 def _native(spec: FeatureSpec, columns: list[Any]) -> bool:

@@ -104,7 +104,7 @@ class _Loaded:
             path = entry.values[i]
             key = spec.key
             self.specs[key] = spec
-            self.paths[key] = path if isinstance(path, str) else "bytes in the input"
+            self.paths[key] = file_label(path)
             data = self.files[key] = fetcher.read(path, key)
             try:
                 stored = spec.kind.stored(spec, data)
@@ -142,7 +142,7 @@ class _Loaded:
             kind = spec.kind
             scale = downscale.decode_scale(info) if kind.shrinks_on_decode else 1
             if scale > 1:
-                with _naming(spec.key, self.paths[spec.key]):
+                with naming(spec.key, self.paths[spec.key]):
                     array = image_codec.decode(self.files[spec.key], self.modes[spec.key], info=info, scale=scale)
                 if array.shape[:2] != (info.height, info.width):
                     self._downscaled[spec.key] = downscale.from_reduced(array, info.height, info.width)
@@ -155,14 +155,19 @@ class _Loaded:
     def array(self, spec: FeatureSpec) -> Any:
         if spec.key not in self._arrays:
             kind = spec.kind
-            with _naming(spec.key, self.paths[spec.key]):
+            with naming(spec.key, self.paths[spec.key]):
                 data, mode = self.files[spec.key], self.modes[spec.key]
                 self._arrays[spec.key] = image_codec.decode(data, mode, kind.class_values, info=self.infos[spec.key])
         return self._arrays[spec.key]
 
 
+def file_label(value: str | bytes) -> str:
+    """A file feature's value as messages name it: its path, or where the input held the bytes."""
+    return value if isinstance(value, str) else "bytes in the input"
+
+
 @contextlib.contextmanager
-def _naming(key: str, path: str) -> Iterator[None]:
+def naming(key: str, path: str) -> Iterator[None]:
     """Prefix an image problem with the feature and the file it came from."""
     try:
         yield
