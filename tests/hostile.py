@@ -1,0 +1,50 @@
+"""Hostile inputs, tried the way a user meets them: the ``shardkit`` command in a child process
+under a memory limit (the machine is shared, and an unbounded parser can take it down), with
+every input file hashed before and after (a command must never change an input byte).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import resource
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+# Address space for the child: a build of a small set needs about 0.6 GB of it (NumPy, Arrow,
+# OpenCV mapped); a parser whose memory grows with its input fails here rather than in the kernel.
+LIMIT_BYTES = 1536 << 20
+
+
+def run_cli(args: Sequence[str | os.PathLike[str]], cwd: str | os.PathLike[str], *, limit: int = LIMIT_BYTES,
+            timeout: float = 120, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    """``shardkit ARGS`` in ``cwd`` under an address-space limit of ``limit`` bytes."""
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    command = [sys.executable, "-m", "shardkit.cli", *map(os.fspath, args)]
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=timeout, preexec_fn=limited,
+                          env={**os.environ, **(env or {})})  # fmt: skip
+
+
+def digests(*roots: str | os.PathLike[str]) -> dict[str, str]:
+    """Every file under ``roots`` (or each root that is a file) -> its SHA-256."""
+    found: dict[str, str] = {}
+    for root in map(Path, roots):
+        files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink())
+        for path in files:
+            found[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return found
+
+
+def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
+    """The one ``Error:`` line a refused command prints, checked to be one line with no traceback."""
+    assert result.returncode != 0, result.stdout
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("Error:")]
+    assert len(errors) == 1, result.stderr
+    return errors[0]
