@@ -86,6 +86,13 @@ def is_built_name(name: str) -> bool:
     return not name.startswith(".") and any(fnmatch.fnmatchcase(name, p) for p in _BUILT)
 
 
+def is_written(relative: str) -> bool:
+    """Whether the path ``relative`` (to OUT) is one a build writes, replaces or deletes: a built
+    name or a temp name at OUT's top, or anything under ``.shardkit/``."""
+    top, _, rest = relative.partition("/")
+    return top == STATE_DIR or (not rest and (is_built_name(top) or INCOMPLETE in top))
+
+
 def manifest_path(out: str) -> str:
     return location.join(out, MANIFEST)
 

@@ -140,6 +140,8 @@ def build_with(indexes: Sequence[str | Path], out: str | Path, options: BuildOpt
             source_id=options.source_id, image_root=options.image_root,
         )  # fmt: skip
         splits, cfg, inputs = prepared.splits, prepared.config, prepared.inputs
+        sources = [source for split in splits.values() for source in split.sources]
+        preflight.check_out_spares_inputs(out_dir, indexes, sources, options.from_folder, [options.config, options.image_root])
         parameters = options.parameters()
         # The class lists are not in it: the inputs decide them, and resuming must not re-read every row.
         fingerprint = fingerprint_of(cfg, parameters.to_dict(), inputs)

@@ -45,7 +45,7 @@ from shardkit.interrupts import held
 from shardkit.output.manifest import Manifest
 from shardkit.read import snapshot_save
 from shardkit.read.tf_datasets import read_manifest
-from shardkit.storage import atomic, location
+from shardkit.storage import atomic, location, protected
 from shardkit.version import __version__
 
 METADATA = "shardkit-snapshot.json"
@@ -123,8 +123,7 @@ def materialize_snapshot(
     existing = _existing(snap)
     if existing is not None and all(existing.get(k) == v for k, v in wanted.items() if k != "source"):
         return SnapshotResult(snap, existing["records"], existing["bytes"], time.perf_counter() - started, True, existing)
-    if os.path.exists(snap) and not overwrite:
-        raise StateError(f"{snap}: {_why_stale(existing, wanted)}; use --overwrite to rebuild it, or another path")
+    _check_replaceable(snap, existing, wanted, overwrite, [src, preprocess.rpartition(":")[0]])
 
     for stale in glob.glob(glob.escape(snap) + ".incomplete-*"):
         shutil.rmtree(stale, ignore_errors=True)  # left by a killed run: never published, safe to drop
@@ -227,9 +226,26 @@ def _existing(snap: str) -> dict[str, Any] | None:
         return None
 
 
-def _why_stale(existing: dict[str, Any] | None, wanted: dict[str, Any]) -> str:
+def _check_replaceable(snap: str, existing: dict[str, Any] | None, wanted: dict[str, Any], overwrite: bool, inputs: list[str]) -> None:
+    """``snap`` may be written: it is missing or an empty folder, or a snapshot this command wrote
+    (replaced with ``overwrite``); never anything else, never a folder holding an input."""
+    if not os.path.lexists(snap):
+        return
+    # The source shards and the preprocess file (a module name is no path: it names no file here).
+    protected.refuse_replacing(snap, protected.Inputs(p for p in inputs if location.is_url(p) or os.path.exists(p)),
+                               command="snapshot-materialize", remedy="give -o a new folder")  # fmt: skip
+    if os.path.isdir(snap) and not os.path.islink(snap) and not os.listdir(snap):
+        return
     if existing is None:
-        return "exists but is not a finished shardkit snapshot"
+        raise StateError(
+            f"{snap}: exists and is not a shardkit snapshot (no {METADATA}); snapshot-materialize replaces only the snapshots it "
+            "wrote, --overwrite or not: give -o a new folder, or remove this one yourself"
+        )
+    if not overwrite:
+        raise StateError(f"{snap}: {_why_stale(existing, wanted)}; use --overwrite to rebuild it, or another path")
+
+
+def _why_stale(existing: dict[str, Any], wanted: dict[str, Any]) -> str:
     if existing.get("source_fingerprint") != wanted["source_fingerprint"] or existing.get("split") != wanted["split"]:
         return "is stale: the source shards changed since it was materialized"
     if existing.get("preprocess") != wanted["preprocess"] or existing.get("preprocess_sha256") != wanted["preprocess_sha256"]:

@@ -83,9 +83,10 @@ PICTURE_FORMATS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".webp": "WEB
 
 
 def check_picture_path(out: str, given: Sequence[str], image_root: str | None) -> None:
-    """Refuse, before any work, a picture path that would overwrite something other than a picture:
-    an index file or a config passed where ``out`` goes (``-o data/train.txt``), one of the paths
-    given, or a file in the ImageFolder tree (an image there is one of the build's inputs)."""
+    """Refuse, before any work, a picture path that would overwrite something other than a picture
+    preview wrote: an index file or a config passed where ``out`` goes (``-o data/train.txt``), one
+    of the paths given, a file in the ImageFolder tree (an image there is one of the build's
+    inputs), or any file that exists without preview's mark (an image an index file lists)."""
     if not location.is_url(out) and os.path.isdir(location.local_path(out)):
         raise UsageError(f"{out}: is a folder; give -o a .png, .jpg or .webp path")
     suffix = os.path.splitext(out)[1].lower()
@@ -97,6 +98,24 @@ def check_picture_path(out: str, given: Sequence[str], image_root: str | None) -
             raise UsageError(f"{out}: is one of preview's inputs; give -o a new .png, .jpg or .webp path")
     if image_root is not None and target.startswith(_where(image_root).rstrip("/") + "/"):
         raise UsageError(f"{out}: is inside the ImageFolder tree {image_root}, where a picture is an input; give -o a path outside it")
+    if location.exists(out) and not _written_by_preview(out):
+        # An image an index file lists is an input too, and its name says nothing of it: a picture
+        # preview wrote carries its mark, anything else at that name is never overwritten.
+        raise UsageError(f"{out}: exists and is not a picture shardkit preview wrote, which it never overwrites; give -o a new path")
+
+
+_SOFTWARE = 0x0131  # the EXIF tag naming the program that made a picture
+_MARK = "shardkit preview"
+
+
+def _written_by_preview(path: str) -> bool:
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(location.read_bytes(path))) as picture:
+            return bool(picture.getexif().get(_SOFTWARE) == _MARK)
+    except (OSError, UnidentifiedImageError, ValueError, SyntaxError):
+        return False
 
 
 def _where(path: str) -> str:
@@ -122,9 +141,13 @@ def _are_shards(paths: Sequence[str]) -> bool:
 
 def save(picture: Image.Image, path: str) -> None:
     """Write the picture whole or not at all, on a disk or in a bucket."""
+    from PIL import Image
+
     kind = PICTURE_FORMATS.get(os.path.splitext(path)[1].lower(), "PNG")
     buffer = io.BytesIO()
-    picture.save(buffer, kind, **({"quality": 90} if kind == "JPEG" else {"optimize": True}))
+    mark = Image.Exif()
+    mark[_SOFTWARE] = _MARK  # what lets a later preview replace this picture, and nothing else
+    picture.save(buffer, kind, exif=mark, **({"quality": 90} if kind == "JPEG" else {"optimize": True}))
     if not location.is_url(path):
         path = os.path.abspath(path)
     atomic.write_atomic(path, buffer.getvalue(), durable=False)
