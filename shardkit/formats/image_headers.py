@@ -14,7 +14,7 @@ import struct
 from PIL import Image, UnidentifiedImageError
 
 # The file names taken for pictures: an ImageFolder tree's images, an index column of image paths.
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp")
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".jfif", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp")  # .jfif: JPEG, as browsers save it
 
 
 class ImageProblem(ValueError):
@@ -81,6 +81,18 @@ def _probe_jpeg(data: bytes) -> ImageInfo | None:
             return ImageInfo("JPEG", mode, width, height)
         pos += 2 + ((data[pos + 2] << 8) | data[pos + 3])  # the segment's length, big-endian
     return None
+
+
+def image_format(path: str) -> str | None:
+    """Pillow's name for the format of the image file ``path``, from its header alone; None where
+    it is no image Pillow knows. Raises ``OSError`` where the file cannot be read."""
+    with open(path, "rb") as f:
+        try:
+            with Image.open(f) as im:
+                found: str | None = im.format
+                return found
+        except (UnidentifiedImageError, ValueError, Image.DecompressionBombError):
+            return None
 
 
 def pillow_reason(exc: BaseException) -> str:
