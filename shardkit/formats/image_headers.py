@@ -83,6 +83,30 @@ def _probe_jpeg(data: bytes) -> ImageInfo | None:
     return None
 
 
+# What TensorFlow's decode_image (shardkit.tfdata's decoder of a file stored as it is) reads right,
+# by Pillow's format -> the modes it reads (None: all). Tried on TensorFlow 2.21: TIFF, PPM, ICO, TGA
+# and JPEG 2000 fail inside DecodeImage; a palette BMP decodes to its indices, a 1-bit BMP fails.
+# WEBP needs a recent TensorFlow (older releases' decode_image does not know it).
+_TF_READS: dict[str, tuple[str, ...] | None] = {
+    "JPEG": None,
+    "MPO": None,  # a camera's JPEG with a second picture after the first
+    "PNG": None,
+    "GIF": None,
+    "WEBP": None,
+    "BMP": ("RGB", "RGBA", "L"),
+}
+
+
+def tf_problem(info: ImageInfo) -> str | None:
+    """Why TensorFlow's image decoders would not read this image right; None where they do."""
+    if info.format not in _TF_READS:
+        return f"a {info.format or 'non-image'} file, which TensorFlow's image decoders cannot read"
+    modes = _TF_READS[info.format]
+    if modes is not None and info.mode not in modes:
+        return f"a {info.mode}-mode {info.format} file, which TensorFlow's image decoder does not read right"
+    return None
+
+
 def image_format(path: str) -> str | None:
     """Pillow's name for the format of the image file ``path``, from its header alone; None where
     it is no image Pillow knows. Raises ``OSError`` where the file cannot be read."""
