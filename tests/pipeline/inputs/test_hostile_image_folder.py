@@ -59,6 +59,8 @@ def test_broken_links_and_link_loops_are_entry_errors_naming_the_path(nested: Pa
     (nested / "dog" / "gone.jpg").symlink_to("nothere.jpg")
     (nested / "dog" / "self.jpg").symlink_to("self.jpg")
     (nested / "cat" / "more" / "up").symlink_to("..")  # back to a folder it is in: walked forever by os.walk
+    (nested / "dog" / "album").symlink_to("../../moved-away")  # a folder of images, perhaps: not left out unsaid
+    (nested / "cat" / "LICENSE").symlink_to("notes.txt")  # a link to a file that is no image: not one, as notes.txt
     before = digests(tmp_path)
     failed = run_cli(["build", "--from-folder", nested, "-o", tmp_path / "out", "-w", "1"], tmp_path)
     loop = f"photos/cat/more/up: a symbolic link back to {nested.resolve()}/cat, a folder it is in: remove the link"
@@ -68,10 +70,12 @@ def test_broken_links_and_link_loops_are_entry_errors_naming_the_path(nested: Pa
     errors = [json.loads(line)["reason"] for line in (tmp_path / "out" / "errors.jsonl").read_text().splitlines()]
     assert [e.split(": ", 1)[1] for e in errors] == [
         f"a symbolic link back to {nested.resolve()}/cat, a folder it is in: remove the link",
+        "a symbolic link to ../../moved-away, which does not exist: remove the link or restore its target",
         "a symbolic link to nothere.jpg, which does not exist: remove the link or restore its target",
         "a symbolic link loop: remove the link or point it at the image",
     ]
-    assert [e.split(": ", 1)[0] for e in errors] == [f"{nested}/cat/more/up", f"{nested}/dog/gone.jpg", f"{nested}/dog/self.jpg"]
+    named = [f"{nested}/{path}" for path in ("cat/more/up", "dog/album", "dog/gone.jpg", "dog/self.jpg")]
+    assert [e.split(": ", 1)[0] for e in errors] == named
     assert len(_labels(tmp_path / "out")) == 5
     assert digests(nested) == {k: v for k, v in before.items() if k.startswith(str(nested))}
 

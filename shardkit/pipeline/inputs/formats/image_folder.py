@@ -144,9 +144,11 @@ def _images_under(class_dir: Path) -> Iterator[Path | tuple[str, str]]:
                 yield entry.path, f"a symbolic link back to {_shown(real)}, a folder it is in: remove the link"
             else:
                 stack.append((iter(_entries(Path(entry.path))), above | {real}))
-        elif _is_image(entry.name) or (entry.is_symlink() and not os.path.splitext(entry.name)[1]):
+        elif _is_image(entry.name):
             problem = _not_a_file(entry)
             yield Path(entry.path) if problem is None else (entry.path, problem)
+        elif entry.is_symlink() and not os.path.splitext(entry.name)[1] and not os.path.exists(entry.path):
+            yield entry.path, _not_a_file(entry) or "a broken symbolic link"  # it may have led to a folder of images
 
 
 def _entries(folder: Path) -> Sequence[os.DirEntry[str] | tuple[str, str]]:
