@@ -31,7 +31,9 @@ def _scene(rng: np.random.Generator, width: int, height: int, shapes: bool = Tru
     draw, mdraw = ImageDraw.Draw(image), ImageDraw.Draw(mask)
     for _ in range(int(rng.integers(2, 6)) if shapes else 0):
         cls = int(rng.integers(1, len(CLASSES)))
-        x0, y0 = int(rng.integers(0, width - 20)), int(rng.integers(0, height - 20))
+        # A shape starts 20 pixels from the far edges where there is room; in a small picture
+        # (make_hub_export(size=16)), in its first half. Larger pictures draw as they always did.
+        x0, y0 = int(rng.integers(0, _room(width))), int(rng.integers(0, _room(height)))
         x1 = min(width - 1, x0 + int(rng.integers(15, max(16, width // 3))))
         y1 = min(height - 1, y0 + int(rng.integers(15, max(16, height // 3))))
         color = tuple(int(c) for c in rng.integers(0, 256, size=3))
@@ -44,10 +46,21 @@ def _scene(rng: np.random.Generator, width: int, height: int, shapes: bool = Tru
     return image, mask
 
 
+def _room(extent: int) -> int:
+    return extent - 20 if extent > 20 else max(1, extent // 2)
+
+
+def _sized(**sizes: int) -> None:
+    bad = next((f"{name} is {value}" for name, value in sizes.items() if value < 1), None)
+    if bad is not None:
+        raise ValueError(f"{bad}: a demo picture is at least 1x1 pixels")
+
+
 def make_segmentation(
     root: str | Path, train: int = 200, val: int = 50, width: int = 320, height: int = 240, seed: int = 0, train_files: int = 2
 ) -> Path:
     """Write ``images/``, ``masks/`` and index files ``train_0.txt``.. and ``val.txt`` under ``root``."""
+    _sized(width=width, height=height)
     root = Path(root)
     (root / "images").mkdir(parents=True, exist_ok=True)
     (root / "masks").mkdir(parents=True, exist_ok=True)
@@ -75,8 +88,9 @@ def _objects(rng: np.random.Generator, image: Image.Image) -> list[tuple[int, li
     draw = ImageDraw.Draw(image)
     shapes = []
     for _ in range(int(rng.integers(1, 6))):
-        w, h = int(rng.integers(width // 10, width // 3)), int(rng.integers(height // 10, height // 3))
-        x0, y0 = int(rng.integers(0, width - w)), int(rng.integers(0, height - h))
+        # At least a pixel wide and inside the picture (a 10-pixel or larger picture draws as it always did).
+        w, h = int(rng.integers(max(1, width // 10), max(2, width // 3))), int(rng.integers(max(1, height // 10), max(2, height // 3)))
+        x0, y0 = int(rng.integers(0, max(1, width - w))), int(rng.integers(0, max(1, height - h)))
         color = tuple(int(c) for c in rng.integers(0, 256, size=3))
         if rng.random() < 0.5:
             cx, cy = x0 + w / 2, y0 + h / 2
@@ -92,6 +106,7 @@ def _objects(rng: np.random.Generator, image: Image.Image) -> list[tuple[int, li
 def make_detection(root: str | Path, train: int = 160, val: int = 40, width: int = 320, height: int = 240, seed: int = 0) -> Path:
     """Write a COCO set under ``root``: ``annotations/instances_{train,val}2017.json`` beside
     ``train2017/`` and ``val2017/``, each image with 1-5 shapes annotated as polygons."""
+    _sized(width=width, height=height)
     root = Path(root)
     (root / "annotations").mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
@@ -129,6 +144,7 @@ def make_detection(root: str | Path, train: int = 160, val: int = 40, width: int
 
 def make_classification(root: str | Path, per_class: int = 20, width: int = 96, height: int = 96, seed: int = 0) -> Path:
     """Write an ImageFolder tree ``root/{train,val}/{class}/*.jpg``."""
+    _sized(width=width, height=height)
     root = Path(root)
     rng = np.random.default_rng(seed)
     for split, count in (("train", per_class), ("val", max(1, per_class // 4))):
@@ -151,6 +167,7 @@ def make_hub_export(root: str | Path, train: int = 60, test: int = 20, size: int
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    _sized(size=size)
     root = Path(root)
     (root / "data").mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)

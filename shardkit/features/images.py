@@ -167,10 +167,14 @@ class PictureKind(FileKind):
             return np.asarray(im).astype(np.uint8) if im.mode == "1" else np.asarray(im)
 
     def decoded_size(self, key: str, features: Mapping[str, tuple[str, list[Any]]]) -> tuple[int, int] | None:
+        data = features[key][1][0]
         try:
-            size = image_headers.decoded_size(features[key][1][0])
+            size = image_headers.decoded_size(data)
         except ImageProblem as exc:
             raise ImageProblem(f"image {key!r} {exc}") from None
+        problem = image_headers.tf_problem(probe(data))  # Pillow decodes more than tf.data does (a TIFF stored raw)
+        if problem is not None:
+            raise ImageProblem(f"image {key!r} is {problem}: rebuild it with encoding: png or jpeg")
         sizes = [self.size_key(key, d) for d in ("width", "height")]
         declared = tuple(int(features[k][1][0]) for k in sizes if features.get(k, ("", []))[1])
         if len(declared) == 2 and size != declared:

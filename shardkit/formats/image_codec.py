@@ -13,7 +13,7 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from shardkit.formats import fast_decode
-from shardkit.formats.image_headers import ImageInfo, ImageProblem, pillow_reason, probe
+from shardkit.formats.image_headers import ImageInfo, ImageProblem, pillow_reason, probe, tf_problem
 
 # Image modes shardkit stores, per feature kind, for each mode a file may come in with.
 # Palette masks keep their indices (TensorFlow's decode_png would expand a palette to RGB).
@@ -28,6 +28,9 @@ def stored_mode(info: ImageInfo, class_values: bool, what: str, channels: int | 
     """The Pillow mode the stored image has after any conversion. ``class_values``: the pixels are
     class ids (a mask), so a palette keeps its indices; ``what`` names the feature's kind in errors."""
     if encoding == "raw":
+        problem = tf_problem(info)  # the file's bytes go into the shard: tf.data must decode them
+        if problem is not None:
+            raise ImageProblem(f"{problem}, stored as it is (encoding: raw): set the feature's encoding: png or jpeg to re-encode it")
         return info.mode
     if channels is not None:
         return _CHANNEL_MODE[channels]

@@ -14,7 +14,7 @@ import struct
 from PIL import Image, UnidentifiedImageError
 
 # The file names taken for pictures: an ImageFolder tree's images, an index column of image paths.
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp")
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".jfif", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp")  # .jfif: JPEG, as browsers save it
 
 
 class ImageProblem(ValueError):
@@ -81,6 +81,42 @@ def _probe_jpeg(data: bytes) -> ImageInfo | None:
             return ImageInfo("JPEG", mode, width, height)
         pos += 2 + ((data[pos + 2] << 8) | data[pos + 3])  # the segment's length, big-endian
     return None
+
+
+# What TensorFlow's decode_image (shardkit.tfdata's decoder of a file stored as it is) reads right,
+# by Pillow's format -> the modes it reads (None: all). Tried on TensorFlow 2.21: TIFF, PPM, ICO, TGA
+# and JPEG 2000 fail inside DecodeImage; a palette BMP decodes to its indices, a 1-bit BMP fails.
+# WEBP needs a recent TensorFlow (older releases' decode_image does not know it).
+_TF_READS: dict[str, tuple[str, ...] | None] = {
+    "JPEG": None,
+    "MPO": None,  # a camera's JPEG with a second picture after the first
+    "PNG": None,
+    "GIF": None,
+    "WEBP": None,
+    "BMP": ("RGB", "RGBA", "L"),
+}
+
+
+def tf_problem(info: ImageInfo) -> str | None:
+    """Why TensorFlow's image decoders would not read this image right; None where they do."""
+    if info.format not in _TF_READS:
+        return f"a {info.format or 'non-image'} file, which TensorFlow's image decoders cannot read"
+    modes = _TF_READS[info.format]
+    if modes is not None and info.mode not in modes:
+        return f"a {info.mode}-mode {info.format} file, which TensorFlow's image decoder does not read right"
+    return None
+
+
+def image_format(path: str) -> str | None:
+    """Pillow's name for the format of the image file ``path``, from its header alone; None where
+    it is no image Pillow knows. Raises ``OSError`` where the file cannot be read."""
+    with open(path, "rb") as f:
+        try:
+            with Image.open(f) as im:
+                found: str | None = im.format
+                return found
+        except (UnidentifiedImageError, ValueError, Image.DecompressionBombError):
+            return None
 
 
 def pillow_reason(exc: BaseException) -> str:

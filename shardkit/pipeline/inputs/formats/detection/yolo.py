@@ -4,8 +4,11 @@ classes, the labels in the parallel ``labels/`` tree. One file, several splits: 
 ``data.yaml`` has ``path`` (the root, optional: else the file's folder), ``train``, ``val`` and
 ``test``, each a folder of images (walked down), a ``.txt`` list of image paths, or a list of
 those, relative to the root (a ``../`` that leads nowhere is dropped, as Ultralytics does for
-Roboflow's exports), and ``names``: a list, or a mapping ``{0: person, ...}`` (``nc`` alone gives
-``class0``, ...). A folder holding such a YAML is read the same (``shardkit build DATASET``).
+Roboflow's exports), and ``names``: a list, or a mapping ``{0: person, ...}`` (keys may be
+strings of integers, as Ultralytics reads them; ``nc`` alone gives ``class0``, ...). A folder
+holding such a YAML is read the same (``shardkit build DATASET``). A folder's images are told by
+suffix; each line of a list is meant as an image: one with no image suffix is told by content,
+and one that is missing or no image is an ``EntryError`` naming the list and its line.
 
 An image's labels are the ``.txt`` file at its path with the last ``images`` folder made
 ``labels`` (``images/train/a.jpg`` -> ``labels/train/a.txt``), as Ultralytics finds them: a line
@@ -22,32 +25,28 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 from collections.abc import Iterator
 from typing import Any
 
 import yaml
 
 from shardkit.errors import EntryError, ShardkitError
-from shardkit.formats.image_headers import IMAGE_SUFFIXES
+from shardkit.formats.image_headers import IMAGE_SUFFIXES, image_format
 from shardkit.pipeline.inputs.formats.detection.annotations import DetectionFormat, detection_row
 from shardkit.pipeline.inputs.formats.input_format import Piece, Row
 
 SPLITS = ("train", "val", "test")
 _YAML = (".yaml", ".yml")
 _PEEK = 1 << 20  # a dataset YAML is small: a larger one is no dataset's
+_DATA_YAML = ("data.yaml", "data.yml")
+_TOP_KEYS = re.compile(r"^(train|val|test|names|nc)\s*:", re.MULTILINE)  # a dataset's keys, in a YAML that does not parse
 
 
 @dataclasses.dataclass(frozen=True)
 class Yolo(DetectionFormat):
     def claims(self, path: str) -> bool:
-        if not path.lower().endswith(_YAML) or not os.path.isfile(path) or os.path.getsize(path) > _PEEK:
-            return False
-        try:
-            with open(path, encoding="utf-8-sig") as f:
-                data = yaml.safe_load(f)
-        except (OSError, UnicodeDecodeError, yaml.YAMLError):
-            return False
-        return isinstance(data, dict) and ("names" in data or "nc" in data) and any(data.get(s) for s in SPLITS)
+        return _dataset_yaml(path)
 
     def claims_folder(self, root: str) -> bool:
         return bool(_dataset_files(root))
@@ -70,7 +69,11 @@ class Yolo(DetectionFormat):
         data = _load(source)
         classes = names(source, data)
         root = _root(source, data)
-        for line, image in enumerate(images(source, root, data[piece.context]), start=1):
+        for line, (image, listed_in, number) in enumerate(images(source, root, data[piece.context]), start=1):
+            problem = _not_an_image(image) if listed_in else None
+            if problem is not None:  # a list's entry names its list and line, not data.yaml's
+                yield EntryError(listed_in, number, f"{image}: {problem}")
+                continue
             labels = label_path(image)
             try:
                 found = objects(labels, classes)
@@ -80,6 +83,24 @@ class Yolo(DetectionFormat):
             key = os.path.relpath(image, root)
             name = os.path.basename(image)
             yield detection_row(source, line, image, name, os.path.splitext(name)[0], found, key)
+
+
+def _dataset_yaml(path: str) -> bool:
+    """Whether ``path`` is a dataset YAML. One that does not parse is, where its name (Ultralytics'
+    ``data.yaml``) or its lines (``names:`` and a split) say so: ``_load`` then gives the parser's
+    line and reason, where "unknown index format '.yaml'" would hide them."""
+    if not path.lower().endswith(_YAML) or not os.path.isfile(path) or os.path.getsize(path) > _PEEK:
+        return False
+    try:
+        with open(path, encoding="utf-8-sig") as f:
+            data = yaml.safe_load(f)
+    except OSError:
+        return False
+    except (UnicodeDecodeError, yaml.YAMLError):
+        with open(path, "rb") as f:
+            keys = set(_TOP_KEYS.findall(f.read().decode("utf-8", "replace")))
+        return os.path.basename(path).lower() in _DATA_YAML or bool(keys & {"names", "nc"} and keys & set(SPLITS))
+    return isinstance(data, dict) and ("names" in data or "nc" in data) and any(data.get(s) for s in SPLITS)
 
 
 def _dataset_files(root: str) -> list[str]:
@@ -93,10 +114,14 @@ def _dataset_files(root: str) -> list[str]:
 
 def _load(path: str) -> dict[str, Any]:
     try:
-        with open(path, encoding="utf-8-sig") as f:
-            data = yaml.safe_load(f)
+        with open(path, "rb") as f:
+            raw = f.read()
+        data = yaml.safe_load(raw.decode("utf-8-sig"))
     except OSError as exc:
         raise ShardkitError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise ShardkitError(f"{path}:{line}: not UTF-8 text (byte {raw[exc.start]:#04x}): save it as UTF-8") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
@@ -117,10 +142,16 @@ def names(path: str, data: dict[str, Any]) -> list[str]:
             raise ShardkitError(f"{path}: names: missing (and no nc to number the classes by)")
         return [f"class{i}" for i in range(count)]
     if isinstance(given, dict):
-        if set(given) != set(range(len(given))):
-            got = ", ".join(sorted(map(str, given)))
+        # Keys as Ultralytics reads them (check_class_names: int(k)): '0' is class 0.
+        indexes = {key: _class_index(key) for key in given}
+        bad = next((key for key, index in indexes.items() if index is None), None)
+        if bad is not None:
+            raise ShardkitError(f"{path}: names: the key {bad!r} is not a class index: the keys are YOLO's classes, 0 to {len(given) - 1}")
+        by_index = {indexes[key]: name for key, name in given.items()}
+        if set(by_index) != set(range(len(given))):
+            got = ", ".join(str(i) for i in sorted(i for i in indexes.values() if i is not None))
             raise ShardkitError(f"{path}: names: expected the class indexes 0 to {len(given) - 1}, got {got}")
-        given = [given[i] for i in range(len(given))]
+        given = [by_index[i] for i in range(len(given))]
     if not isinstance(given, list) or not given or not all(isinstance(n, str | int) and str(n) for n in given):
         raise ShardkitError(f"{path}: names: expected a list of class names, or a mapping of class index to name")
     if count is not None and count != len(given):
@@ -130,6 +161,15 @@ def names(path: str, data: dict[str, Any]) -> list[str]:
     if repeated is not None:
         raise ShardkitError(f"{path}: names: {repeated!r} names two classes")
     return listed
+
+
+def _class_index(key: Any) -> int | None:
+    """A key of ``names`` as a class index: an integer, or a string of one; else None."""
+    if isinstance(key, int) and not isinstance(key, bool):
+        return key
+    if isinstance(key, str) and key.strip().lstrip("+-").isdigit():
+        return int(key)
+    return None
 
 
 def _root(path: str, data: dict[str, Any]) -> str:
@@ -144,9 +184,11 @@ def _root(path: str, data: dict[str, Any]) -> str:
     return here
 
 
-def images(path: str, root: str, entry: Any) -> list[str]:
-    """A split's images, absolute and sorted (as Ultralytics lists them), from its entry in ``data.yaml``."""
-    found: list[str] = []
+def images(path: str, root: str, entry: Any) -> list[tuple[str, str, int]]:
+    """A split's images, absolute and sorted (as Ultralytics lists them), from its entry in
+    ``data.yaml``, each with the list file and line that names it ("" and 0: found in a folder).
+    A folder's files are its images by suffix; a list's every line is meant as an image."""
+    found: list[tuple[str, str, int]] = []
     for item in entry if isinstance(entry, list) else [entry]:
         if not isinstance(item, str) or not item:
             raise ShardkitError(f"{path}: expected a folder or a .txt list of images, got {item!r}")
@@ -154,22 +196,37 @@ def images(path: str, root: str, entry: Any) -> list[str]:
         if not os.path.exists(place) and item.startswith("../"):
             place = os.path.normpath(os.path.join(root, item[3:]))
         if os.path.isdir(place):
-            found += [os.path.join(folder, n) for folder, _, files in os.walk(place) for n in files]
+            walked = (os.path.join(folder, n) for folder, _, files in os.walk(place) for n in files)
+            found += [(p, "", 0) for p in walked if os.path.splitext(p)[1].lower() in IMAGE_SUFFIXES]
         elif os.path.isfile(place):
             found += _listed(place)
         else:
             raise ShardkitError(f"{path}: {item}: no such folder or image list (looked for {place})")
-    return sorted(p for p in found if os.path.splitext(p)[1].lower() in IMAGE_SUFFIXES)
+    return sorted(found)
 
 
-def _listed(list_file: str) -> list[str]:
-    """The images a ``.txt`` list names, relative ones against its folder."""
+def _listed(list_file: str) -> list[tuple[str, str, int]]:
+    """The images a ``.txt`` list names, relative ones against its folder, with their lines."""
     folder = os.path.dirname(list_file)
     try:
         with open(list_file, encoding="utf-8-sig") as f:
-            return [os.path.normpath(os.path.join(folder, line.strip())) for line in f if line.strip()]
+            lines = [(n, line.strip()) for n, line in enumerate(f, start=1) if line.strip()]
+        return [(os.path.normpath(os.path.join(folder, text)), list_file, n) for n, text in lines]
     except (OSError, UnicodeDecodeError) as exc:
         raise ShardkitError(f"{list_file}: cannot read the image list: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+def _not_an_image(image: str) -> str | None:
+    """Why a list's entry cannot be built (a missing file; a name with no image suffix whose
+    content is no image either, such as a .txt); None where it can: an entry of a list the user
+    wrote is never left out unsaid (Ultralytics drops those without an image suffix)."""
+    try:
+        if os.path.splitext(image)[1].lower() in IMAGE_SUFFIXES:
+            return None if os.path.isfile(image) else "no such image file" if not os.path.exists(image) else "not a file"
+        kind = image_format(image)  # .jfif from a browser, a name with no suffix: told by content
+    except OSError as exc:
+        return "no such image file" if isinstance(exc, FileNotFoundError) else f"cannot read: {exc.strerror or exc}"
+    return None if kind is not None else "not an image (no image suffix, and Pillow does not know its content): a list names images only"
 
 
 def label_path(image: str) -> str:
