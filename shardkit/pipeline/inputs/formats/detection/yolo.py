@@ -14,7 +14,8 @@ whose box is its polygon's extent. A polygon stays out of the objects: its pixel
 image's size, which no annotation here states, so masks cannot be drawn from YOLO labels. An
 image with no label file, or an empty one, has no objects. YOLO's class ``i`` is label ``i + 1``,
 named ``names[i]``: the label map. Pose datasets (``kpt_shape``) are refused. Images are named by
-absolute path (``--image-root`` has nothing to resolve); local datasets only.
+absolute path (``--image-root`` has nothing to resolve); local datasets only. The root, the images
+and their labels stay inside the YAML's folder (``storage.boundary``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from shardkit.errors import EntryError, ShardkitError
 from shardkit.formats.image_headers import IMAGE_SUFFIXES
 from shardkit.pipeline.inputs.formats.detection.annotations import DetectionFormat, detection_row
 from shardkit.pipeline.inputs.formats.input_format import Piece, Row
+from shardkit.storage.boundary import Boundary
 
 SPLITS = ("train", "val", "test")
 _YAML = (".yaml", ".yml")
@@ -65,13 +67,24 @@ class Yolo(DetectionFormat):
     def label_map(self, path: str) -> tuple[tuple[int, str], ...]:
         return tuple((i + 1, name) for i, name in enumerate(names(path, _load(path))))
 
+    def root_of(self, path: str, image_root: str | None) -> str:
+        """The YAML's folder: its images are found from it (``--image-root`` has nothing to resolve)."""
+        return os.path.dirname(os.path.abspath(path))
+
     def read_rows(self, piece: Piece) -> Iterator[Row | EntryError]:
         source = piece.path
         data = _load(source)
         classes = names(source, data)
         root = _root(source, data)
-        for line, image in enumerate(images(source, root, data[piece.context]), start=1):
+        rule, top = (Boundary(), self.root_of(source, None)) if piece.confined else (None, None)
+        if rule is not None and top is not None and (refused := rule.outside(root, top)) is not None:
+            raise ShardkitError(f"{source}: path: {data.get('path')}: {refused}")
+        for line, image in enumerate(images(source, root, data[piece.context], top), start=1):
             labels = label_path(image)
+            refused = None if rule is None or top is None else rule.outside(image, top) or rule.outside(labels, top)
+            if refused is not None:
+                yield EntryError(source, line, refused)
+                continue
             try:
                 found = objects(labels, classes)
             except EntryError as exc:
@@ -144,8 +157,9 @@ def _root(path: str, data: dict[str, Any]) -> str:
     return here
 
 
-def images(path: str, root: str, entry: Any) -> list[str]:
-    """A split's images, absolute and sorted (as Ultralytics lists them), from its entry in ``data.yaml``."""
+def images(path: str, root: str, entry: Any, within: str | None = None) -> list[str]:
+    """A split's images, absolute and sorted (as Ultralytics lists them), from its entry in ``data.yaml``;
+    each folder or list inside ``within`` where given (the read rule: ``storage.boundary``)."""
     found: list[str] = []
     for item in entry if isinstance(entry, list) else [entry]:
         if not isinstance(item, str) or not item:
@@ -153,6 +167,8 @@ def images(path: str, root: str, entry: Any) -> list[str]:
         place = os.path.normpath(os.path.join(root, item))
         if not os.path.exists(place) and item.startswith("../"):
             place = os.path.normpath(os.path.join(root, item[3:]))
+        if within is not None and (refused := Boundary().outside(place, within)) is not None:
+            raise ShardkitError(f"{path}: {item}: {refused}")
         if os.path.isdir(place):
             found += [os.path.join(folder, n) for folder, _, files in os.walk(place) for n in files]
         elif os.path.isfile(place):
