@@ -274,21 +274,20 @@ def _bytes_per_entry(entries: list[Entry], config: Config, rule: Boundary) -> fl
     if not entries:
         return 1.0
     file_columns = [i for i, f in enumerate(config.features) if f.kind.reads_file]
-    sample = [tuple(None if i in file_columns and isinstance(v, str) and rule.refusal(v, e.source) else v for i, v in enumerate(e.values))
-              for e in entries]  # fmt: skip
-    remote = location.sizes_of([v[i] for v in sample for i in file_columns if isinstance(v[i], str) and location.is_url(v[i])])
+    files: list[list[str | bytes]] = [
+        [v for i in file_columns if isinstance(v := e.values[i], bytes) or rule.refusal(v, e.source) is None] for e in entries
+    ]
+    remote = location.sizes_of([v for found in files for v in found if isinstance(v, str) and location.is_url(v)])
     sizes = []
-    for values in sample:
+    for found in files:
         total = 0
-        for i in file_columns:
-            if values[i] is None:
-                continue
-            if isinstance(values[i], bytes):  # a file's bytes held in the input (a table)
-                total += len(values[i])
-            elif values[i] in remote:
-                total += remote[values[i]] or 0
+        for value in found:
+            if isinstance(value, bytes):  # a file's bytes held in the input (a table)
+                total += len(value)
+            elif value in remote:
+                total += remote[value] or 0
             else:
                 with contextlib.suppress(OSError):
-                    total += os.path.getsize(values[i])
+                    total += os.path.getsize(value)
         sizes.append(total + 64)
     return (sum(sizes) / len(sizes)) * config.records_per_entry
