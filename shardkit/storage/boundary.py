@@ -25,6 +25,7 @@ from shardkit.storage.stores import is_url, scheme
 DEFAULT_SCHEMES = frozenset({"gs", "gcs", "s3", "s3a"})  # the stores docs/clusters.md documents
 OUTSIDE_FLAG = "--allow-outside-root"
 SCHEME_FLAG = "--allow-scheme"
+_DOT, _TWO = f"{os.sep}.", os.sep * 2  # in a path that may need normalizing
 
 
 def common_root(*paths: str) -> str:
@@ -61,37 +62,62 @@ class Boundary:
     def __init__(self, roots: Mapping[str, str | None] | None = None, schemes: Iterable[str] = (), outside: bool = False) -> None:
         self.roots = {} if outside or roots is None else {k: v for k, v in roots.items() if v is not None}
         self.schemes = DEFAULT_SCHEMES | set(check_schemes(schemes))
-        self._real_roots: dict[str, str] = {}
+        self._real_roots: dict[str, str] = {}  # a root -> its real path and a separator: what an inside path starts with
         self._real_folders: dict[str, str] = {}  # a folder -> its real path: one realpath per folder, not per file
+        self._inside: dict[str, dict[str, bool]] = {}  # a root -> a folder -> whether its real path is in the root's
 
-    def refusal(self, path: str, source: str) -> str | None:
-        """Why ``path``, named by the input ``source``, may not be read (one message line); None where it may."""
+    def confines(self, source: str) -> bool:
+        """Whether the paths ``source`` names must stay in a root (a reader then opens them with no link followed)."""
+        return bool(self.roots) and source in self.roots
+
+    def refusal(self, path: str, source: str, last_link: bool = True) -> str | None:
+        """Why ``path``, named by the input ``source``, may not be read (one message line); None where
+        it may. ``last_link=False`` leaves out whether its last name is a link (one ``lstat``), for a
+        reader that opens it with ``O_NOFOLLOW`` and asks again where that fails."""
         if "://" in path:
             found = scheme(path)
             if found is not None and found not in self.schemes:
                 return scheme_line(path, found)
         root = self.roots.get(source) if self.roots else None
-        return None if root is None else self.outside(path, root)
+        return None if root is None else self.outside(path, root, last_link)
 
-    def outside(self, path: str, root: str) -> str | None:
+    def outside(self, path: str, root: str, last_link: bool = True) -> str | None:
         """None where ``path`` resolves inside ``root``; else the refusal, naming where it resolves."""
-        if is_url(path) or is_url(root):
-            inside = is_url(path) and posixpath.normpath(path.split("://", 1)[1]) == path.split("://", 1)[1].rstrip("/")
+        if ("://" in path or "://" in root) and (is_url(path) or is_url(root)):
+            key = path.split("://", 1)[-1]
+            plain = is_url(path) and posixpath.normpath(key) == key.rstrip("/")  # no ".." to climb out by
             head = root.rstrip("/") + "/"
-            return None if inside and (path == root or path.startswith(head)) and root else outside_line(path, root)
-        real = self.real(path)
+            return None if plain and root and (path == root or path.startswith(head)) else outside_line(path, root)
+        if path[:1] != os.sep or _DOT in path or _TWO in path:
+            path = os.path.abspath(path)  # rows give paths absolute and normalized already: the rest, made so
+        folder = path.rpartition(os.sep)[0]
+        verdicts = self._inside.get(root)
+        if verdicts is None:
+            verdicts = self._inside[root] = {}
+        inside = verdicts.get(folder)
+        if inside is None:  # once per folder: whether its real path is in the root's
+            inside = self._holds(root, self._real_folder(folder))
+            verdicts[folder] = inside
+        if inside and not (last_link and os.path.islink(path)):
+            return None
+        real = self.real(path, last_link)  # a link, or a folder outside
+        return None if self._holds(root, real) else outside_line(path, root, real)
+
+    def real(self, path: str, last_link: bool = True) -> str:
+        """``path`` (absolute) with its folder's links followed (a real path once per folder), and its
+        last name's where ``last_link``."""
+        folder, _, name = path.rpartition(os.sep)
+        joined = f"{self._real_folder(folder)}{os.sep}{name}"
+        return os.path.realpath(joined) if last_link and os.path.islink(joined) else joined
+
+    def _real_folder(self, folder: str) -> str:
+        real = self._real_folders.get(folder)
+        if real is None:
+            real = self._real_folders[folder] = os.path.realpath(folder or os.sep).rstrip(os.sep)
+        return real
+
+    def _holds(self, root: str, real: str) -> bool:
         top = self._real_roots.get(root)
         if top is None:
-            top = self._real_roots[root] = os.path.realpath(root)
-        if real == top or real.startswith(top.rstrip(os.sep) + os.sep):
-            return None
-        return outside_line(path, root, real)
-
-    def real(self, path: str) -> str:
-        """``path`` with every link followed: its folder's real path (once per folder), then its last name's link."""
-        folder, name = os.path.split(os.path.abspath(path))
-        real_folder = self._real_folders.get(folder)
-        if real_folder is None:
-            real_folder = self._real_folders[folder] = os.path.realpath(folder)
-        joined = os.path.join(real_folder, name)
-        return os.path.realpath(joined) if os.path.islink(joined) else joined
+            top = self._real_roots[root] = os.path.realpath(root).rstrip(os.sep) + os.sep
+        return real.startswith(top) or real + os.sep == top

@@ -224,3 +224,4 @@ def test_the_boundary_follows_links_and_keeps_to_its_root(tmp_path: Path) -> Non
     assert in_bucket.refusal("s3://b/ds/images/x.jpg", "s3://b/ds/a.json") is None
     assert in_bucket.refusal("s3://b/other/x.jpg", "s3://b/ds/a.json") is not None
     assert in_bucket.refusal("s3://b/ds/../other/x.jpg", "s3://b/ds/a.json") is not None
+    assert in_bucket.refusal("/etc/passwd", "s3://b/ds/a.json") is not None
