@@ -76,12 +76,12 @@ class Yolo(DetectionFormat):
         data = _load(source)
         classes = names(source, data)
         root = _root(source, data)
-        rule, top = (Boundary(), self.root_of(source, None)) if piece.confined else (None, None)
-        if rule is not None and top is not None and (refused := rule.outside(root, top)) is not None:
+        rule, top = Boundary(), self.root_of(source, None) if piece.confined else None  # None: --allow-outside-root
+        if top is not None and (refused := rule.outside(root, top)) is not None:
             raise ShardkitError(f"{source}: path: {data.get('path')}: {refused}")
         for line, image in enumerate(images(source, root, data[piece.context], top), start=1):
             labels = label_path(image)
-            refused = None if rule is None or top is None else rule.outside(image, top) or rule.outside(labels, top)
+            refused = None if top is None else rule.outside(image, top) or rule.outside(labels, top)
             if refused is not None:
                 yield EntryError(source, line, refused)
                 continue
