@@ -90,6 +90,8 @@ def build(
     index: bool = True,
     shuffle: bool = True,
     source_id: bool = True,
+    allow_outside_root: bool = False,
+    allow_schemes: Sequence[str] = (),
 ) -> BuildResult:
     """Build TFRecord shards from index files (or an ImageFolder tree) into ``out``.
 
@@ -108,6 +110,11 @@ def build(
     string feature naming each record's input (``index-file:line``, or the path under the folder).
     ``image_root`` resolves the inputs' relative image paths instead of each input's own folder.
 
+    Paths named inside annotation files and tables must resolve inside their dataset's root
+    (``image_root`` where given), links followed: ``allow_outside_root`` lets them go anywhere.
+    URLs are read for ``gs://`` and ``s3://`` alone, plus the schemes in ``allow_schemes``
+    (``["http"]``). A refused path is a bad entry (``on_error``).
+
     The keywords are ``BuildOptions``' fields (a bad value is a ``UsageError``); ``build_with``
     takes them as one value.
     """
@@ -115,7 +122,7 @@ def build(
         config=config, from_folder=from_folder, split=split, image_root=image_root, ignore=ignore,
         records_per_shard=records_per_shard, workers=workers, seed=seed, compression=compression, on_error=on_error,
         overwrite=overwrite, fsync=fsync, progress=progress, executor=executor, num_nodes=num_nodes, node_index=node_index,
-        index=index, shuffle=shuffle, source_id=source_id,
+        index=index, shuffle=shuffle, source_id=source_id, allow_outside_root=allow_outside_root, allow_schemes=allow_schemes,
     )  # fmt: skip
     return build_with(indexes, out, options)
 
@@ -137,7 +144,7 @@ def build_with(indexes: Sequence[str | Path], out: str | Path, options: BuildOpt
             check()
         prepared = prepare(
             indexes, config=options.config, from_folder=options.from_folder, split=options.split, ignore=options.ignore,
-            source_id=options.source_id, image_root=options.image_root,
+            source_id=options.source_id, image_root=options.image_root, allow_outside_root=options.allow_outside_root,
         )  # fmt: skip
         splits, cfg, inputs = prepared.splits, prepared.config, prepared.inputs
         sources = [source for split in splits.values() for source in split.sources]
@@ -166,7 +173,7 @@ def build_with(indexes: Sequence[str | Path], out: str | Path, options: BuildOpt
             cfg = cfg.with_classes(state.classes)
             settings = BuildSettings(
                 out_dir, cfg, options.seed, options.compression, options.on_error, fingerprint, options.fsync, options.index,
-                options.shuffle, state.plan,
+                options.shuffle, state.plan, options.allow_outside_root, tuple(options.allow_schemes),
             )  # fmt: skip
             tasks = tasks_from_plan(state.splits, settings)
             mine = tasks[node_index::num_nodes]  # a node's deterministic share of the one global plan
@@ -204,6 +211,8 @@ def build_with(indexes: Sequence[str | Path], out: str | Path, options: BuildOpt
                 "ignore": list(options.ignore),
                 "nodes": num_nodes,
             }
+            if options.allow_outside_root or options.allow_schemes:  # recorded where given: older manifests stay as they were
+                run.update(allow_outside_root=options.allow_outside_root, allow_schemes=list(options.allow_schemes))
             made = None if missing else _publish_outputs(out_dir, state, list(finished.values()), run, options.fsync)
         return BuildResult(
             out_dir=out_dir,

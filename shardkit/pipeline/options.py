@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from shardkit.errors import UsageError
 from shardkit.output.build_state import BuildParameters
+from shardkit.storage.boundary import check_schemes
 
 if TYPE_CHECKING:
     from shardkit.pipeline.config import Config
@@ -46,9 +47,16 @@ class BuildOptions:
     index: bool = True  # NAME.idx beside each uncompressed shard
     shuffle: bool = True  # order entries and records by hashes of the seed (False: the inputs' order)
     source_id: bool = True  # a string feature naming each record's input
+    # The read rule (``storage.boundary``): paths that annotation files and tables name may leave
+    # their dataset's root; URLs of these schemes are read besides gs:// and s3:// (e.g. "http").
+    allow_outside_root: bool = False
+    allow_schemes: Sequence[str] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "ignore", tuple(self.ignore))  # frozen means frozen: not the caller's list
+        if isinstance(self.allow_schemes, str):
+            raise UsageError(f"allow_schemes takes a list of schemes, not the string {self.allow_schemes!r}")
+        object.__setattr__(self, "allow_schemes", check_schemes(self.allow_schemes))
         if self.records_per_shard is not None and self.records_per_shard < 1:
             raise UsageError("--records-per-shard must be at least 1")
         if self.workers is not None and self.workers < 1:

@@ -35,6 +35,7 @@ def prepare(
     ignore: Sequence[str] = (),
     source_id: bool = True,
     image_root: str | Path | None = None,
+    allow_outside_root: bool = False,
 ) -> Prepared:
     """The rows of ``indexes`` (or of the ImageFolder tree ``from_folder``) by split, and the config.
 
@@ -42,9 +43,10 @@ def prepare(
     split's inputs alone, named as their files say, before the config is inferred from them (the
     preview's ``--split``). ``source_id`` adds the ``source_id`` feature, refusing a config that
     has its own (``ConfigError``). ``image_root``: where relative image paths in the inputs resolve,
-    instead of each input's own folder.
+    instead of each input's own folder. ``allow_outside_root``: the files an input's format reads
+    while its rows are read (VOC's XML, YOLO's image lists and labels) may leave its dataset's root.
     """
-    splits, inputs = rows_by_split(indexes, from_folder, split, ignore, image_root)
+    splits, inputs = rows_by_split(indexes, from_folder, split, ignore, image_root, allow_outside_root)
     if only_split is not None:
         if only_split not in splits:
             raise UsageError(f"no split {only_split!r} in the inputs (they have {', '.join(sorted(splits))})")

@@ -40,13 +40,15 @@ def rows_by_split(
     split: str | None,
     ignore: Sequence[str],
     image_root: str | Path | None = None,
+    allow_outside_root: bool = False,
 ) -> tuple[dict[str, SplitInput], dict[str, Any]]:
-    """Rows grouped by split, lazily, plus a description of the inputs for the fingerprint."""
+    """Rows grouped by split, lazily, plus a description of the inputs for the fingerprint.
+    ``allow_outside_root``: what a format reads while reading rows may leave the dataset's root."""
     root = None if image_root is None else _resolved(location.local_path(os.fspath(image_root)))
     if from_folder is not None:
         folder = location.local_path(os.fspath(from_folder))  # file://ROOT too
         layout = registry.folder_format(folder)
-        parts = layout.folder_splits(folder)
+        parts = [(name, _allowed(piece, allow_outside_root)) for name, piece in layout.folder_splits(folder)]
         folders: dict[str, list[Piece]] = {}
         for name, piece in parts:
             folders.setdefault(split or name, []).append(piece)
@@ -59,7 +61,10 @@ def rows_by_split(
         }
         described = {"folder": _resolved(folder), "listing_sha256": _listing(layout, [p for _, p in parts])}
         return by_split, described if root is None else {**described, "image_root": root}
-    files = discover(indexes, ignore, split)
+    files = [
+        f if f.piece is None else dataclasses.replace(f, piece=_allowed(f.piece, allow_outside_root))
+        for f in discover(indexes, ignore, split)
+    ]
     grouped: dict[str, list[IndexFile]] = {}
     for f in files:
         grouped.setdefault(f.split, []).append(f)
@@ -73,6 +78,10 @@ def rows_by_split(
     }
     inputs: dict[str, Any] = {"index_files": [_described(f) for f in files]}
     return rows, inputs if root is None else {**inputs, "image_root": root}
+
+
+def _allowed(piece: Piece, allow_outside_root: bool) -> Piece:
+    return dataclasses.replace(piece, confined=False) if allow_outside_root else piece
 
 
 def _described(index: IndexFile) -> dict[str, Any]:

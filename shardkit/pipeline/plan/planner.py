@@ -29,7 +29,7 @@ from shardkit.interrupts import quiet_pool, stop_pool
 from shardkit.output import layout
 from shardkit.output.build_state import SkippedEntry, SplitPlan
 from shardkit.pipeline.config import Config
-from shardkit.pipeline.inputs.entries import checked_rows, to_entry
+from shardkit.pipeline.inputs.entries import Entry, checked_rows, to_entry
 from shardkit.pipeline.inputs.formats.input_format import Piece, Row
 from shardkit.pipeline.inputs.sources import PlanSource
 from shardkit.pipeline.inputs.splits import SplitInput
@@ -38,6 +38,7 @@ from shardkit.pipeline.plan.plan_file import encode_line, write_plan
 from shardkit.pipeline.plan.spool import BUFFER_BYTES, Spool, merged
 from shardkit.pipeline.plan.table_rows import plan_tables
 from shardkit.storage import location
+from shardkit.storage.boundary import Boundary
 
 SAMPLE = 64  # entries whose files are sized to choose the default shard size
 TICK = 1 << 16  # entries between progress reports
@@ -113,7 +114,9 @@ def make_plan(
         entries = sum(part.spool.lines for part in parts)
         sample = heapq.nlargest(SAMPLE, (s for part in parts for s in part.sample), key=lambda s: (s[0], s[1]))
         # Sizes need paths only: the class lists, still growing, are not needed yet.
-        per_entry = _bytes_per_entry([to_entry(row, config, sources[source].folder).values for _, _, source, row in sample], config)
+        # Sized as the read rule allows without its flags: the plan is the same with them or without.
+        rule = Boundary({s.path: s.root for s in sources})
+        per_entry = _bytes_per_entry([to_entry(row, config, sources[source].folder) for _, _, source, row in sample], config, rule)
         per_shard = records_per_shard or default_entries_per_shard(entries, per_entry)
         file = layout.plan_file(name)
         shards = write_plan(os.path.join(folder, file), merged([part.spool for part in parts]), entries, per_shard, durable)
@@ -265,22 +268,26 @@ def _plan_piece(
     return result
 
 
-def _bytes_per_entry(sample: list[tuple[Any, ...]], config: Config) -> float:
-    """Output bytes per entry, from the input file sizes of a uniform sample of the entries."""
-    if not sample:
+def _bytes_per_entry(entries: list[Entry], config: Config, rule: Boundary) -> float:
+    """Output bytes per entry, from the input file sizes of a uniform sample of the entries; a file
+    the read rule refuses is not asked for its size (an HTTP URL's HEAD would reach its server)."""
+    if not entries:
         return 1.0
     file_columns = [i for i, f in enumerate(config.features) if f.kind.reads_file]
-    remote = location.sizes_of([v[i] for v in sample for i in file_columns if isinstance(v[i], str) and location.is_url(v[i])])
+    files: list[list[str | bytes]] = [
+        [v for i in file_columns if isinstance(v := e.values[i], bytes) or rule.refusal(v, e.source) is None] for e in entries
+    ]
+    remote = location.sizes_of([v for found in files for v in found if isinstance(v, str) and location.is_url(v)])
     sizes = []
-    for values in sample:
+    for found in files:
         total = 0
-        for i in file_columns:
-            if isinstance(values[i], bytes):  # a file's bytes held in the input (a table)
-                total += len(values[i])
-            elif values[i] in remote:
-                total += remote[values[i]] or 0
+        for value in found:
+            if isinstance(value, bytes):  # a file's bytes held in the input (a table)
+                total += len(value)
+            elif value in remote:
+                total += remote[value] or 0
             else:
                 with contextlib.suppress(OSError):
-                    total += os.path.getsize(values[i])
+                    total += os.path.getsize(value)
         sizes.append(total + 64)
     return (sum(sizes) / len(sizes)) * config.records_per_entry

@@ -9,7 +9,7 @@ built augmentation pipeline. What a task returns is the per-shard record, ``outp
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from shardkit.output.build_state import SplitPlan
 from shardkit.output.layout import shard_name, state_dir
@@ -17,6 +17,7 @@ from shardkit.pipeline.config import Config
 from shardkit.pipeline.inputs.sources import PlanSource
 from shardkit.pipeline.plan.plan_file import PlanSlice
 from shardkit.storage import location
+from shardkit.storage.boundary import Boundary
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,10 +34,18 @@ class BuildSettings:
     index: bool = True  # write NAME.idx (offset and length per record) beside uncompressed shards
     shuffle: bool = True  # records of one entry spread over its shard (the plan already shuffled entries)
     plan: str = ""  # the plan's folder, under OUT/.shardkit
+    # The read rule's allowances (``storage.boundary``): this run's, not the plan's, so a rerun with
+    # them resumes the build they were missing from (a refused entry is never in a committed shard).
+    allow_outside_root: bool = False
+    allow_schemes: tuple[str, ...] = ()
 
     @property
     def plan_dir(self) -> str:
         return location.join(state_dir(self.out_dir), self.plan)
+
+    def read_rule(self, sources: Sequence[PlanSource]) -> Boundary:
+        """What a task of this build may read of what ``sources`` name."""
+        return Boundary({s.path: s.root for s in sources}, self.allow_schemes, self.allow_outside_root)
 
 
 @dataclasses.dataclass(frozen=True)

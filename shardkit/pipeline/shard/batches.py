@@ -36,6 +36,7 @@ from shardkit.pipeline.plan.plan_file import PlanSlice, column_name, shard_block
 from shardkit.pipeline.shard.fetch import Fetcher
 from shardkit.pipeline.shard.records import Stats, file_label, naming
 from shardkit.storage import location
+from shardkit.storage.boundary import Boundary
 
 Skipped = list[tuple[str, int, str]]  # (source, line, reason) of entries left out
 CHUNK_ROWS = 16384  # records encoded together: a few MB of rows of numbers
@@ -69,7 +70,7 @@ def applies(config: Config, sources: Sequence[PlanSource]) -> bool:
 class BatchMaker:
     """Makes one shard's records a block of plan lines at a time, keeping the manifest's statistics."""
 
-    def __init__(self, config: Config, sources: Sequence[PlanSource], on_error: str) -> None:
+    def __init__(self, config: Config, sources: Sequence[PlanSource], on_error: str, rule: Boundary | None = None) -> None:
         self.config = config
         self.sources = list(sources)
         self.on_error = on_error
@@ -77,7 +78,7 @@ class BatchMaker:
         for spec in config.features:
             self.stats.lengths.update(spec.kind.initial_lengths(spec))
         self.files = [(i, spec) for i, spec in enumerate(config.features) if spec.kind.reads_file]
-        self.fetcher = Fetcher([i for i, _ in self.files])
+        self.fetcher = Fetcher([i for i, _ in self.files], rule)
         self.chunk = FILE_CHUNK_ROWS if self.files else CHUNK_ROWS
         self.tables = bool(self.sources) and self.sources[0].format.reads_tables
         self.columns = table_columns(config, self.sources) if self.tables else []
@@ -187,7 +188,7 @@ class BatchMaker:
                 try:
                     if folders is not None:  # a table's raw value: typed here, as ``to_entry`` would
                         value = spec.kind.typed(spec, spec.default if value is None else value, folders[j])
-                    data = self.fetcher.read(value, spec.key)
+                    data = self.fetcher.read(value, spec.key, origin[j][0])
                     loaded.append(_made(spec, data, value))
                 except (ImageProblem, BadValue) as exc:
                     reason = str(exc) if isinstance(exc, ImageProblem) else f"{spec.key}: {exc}"

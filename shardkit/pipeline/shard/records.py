@@ -19,6 +19,7 @@ from shardkit.pipeline.config import Config
 from shardkit.pipeline.inputs.entries import Entry
 from shardkit.pipeline.plan.arithmetic import record_seed
 from shardkit.pipeline.shard.fetch import Fetcher
+from shardkit.storage.boundary import Boundary
 
 if TYPE_CHECKING:
     from shardkit.pipeline.shard.reduced_decode import Downscale
@@ -105,7 +106,7 @@ class _Loaded:
             key = spec.key
             self.specs[key] = spec
             self.paths[key] = file_label(path)
-            data = self.files[key] = fetcher.read(path, key)
+            data = self.files[key] = fetcher.read(path, key, entry.source)
             try:
                 stored = spec.kind.stored(spec, data)
             except ImageProblem as exc:
@@ -182,7 +183,7 @@ class RecordMaker:
     order), so a build's worker and a preview make the same bytes from the same entry.
     """
 
-    def __init__(self, config: Config, seed: int) -> None:
+    def __init__(self, config: Config, seed: int, rule: Boundary | None = None) -> None:
         self.config = config
         self.seed = seed
         features = config.features
@@ -201,7 +202,7 @@ class RecordMaker:
         self.augmented = [(i, f) for i, f in enumerate(features) if f.kind.augment_target is not None]
         self.downscale = self.augmenter.downscale if self.augmenter is not None else None
         self.lead = next((f.key for f in features if f.kind.leads), None)
-        self.fetcher = Fetcher([i for i, _ in self.file_specs])
+        self.fetcher = Fetcher([i for i, _ in self.file_specs], rule)  # rule: what the build may read (None: the defaults)
         self.encoders = [f.kind.encoder(f, self.stats) for f in features]
         for f in features:  # one value a record, whatever the input: counted once here
             self.stats.lengths.update(f.kind.initial_lengths(f))

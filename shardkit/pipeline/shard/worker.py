@@ -119,8 +119,9 @@ def write_shard(task: ShardTask, progress: Progress | None = None, tick_every: f
     final = location.join(settings.out_dir, task.name)
     tag = uuid.uuid4().hex[:8]
     temp = layout.temp_path(settings.out_dir, task.name, tag)
-    batches = BatchMaker(settings.config, task.sources, settings.on_error) if batched(settings.config, task.sources) else None
-    maker = RecordMaker(settings.config, settings.seed) if batches is None else None
+    rule = settings.read_rule(task.sources)
+    batches = BatchMaker(settings.config, task.sources, settings.on_error, rule) if batched(settings.config, task.sources) else None
+    maker = RecordMaker(settings.config, settings.seed, rule) if batches is None else None
     tally = _Tally(progress, tick_every, keeps_inputs=not settings.shuffle)
     spread = None
     try:

@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 from shardkit.errors import EntryError
-from shardkit.storage import location
+from shardkit.storage import boundary, location
 
 _SPLIT_RE = re.compile(r"[_.\-]")
 
@@ -86,6 +86,9 @@ class Piece:
     # What the format learned of the input before this piece and needs in it (.txt: the columns
     # and number of the file's first data line; an ImageFolder split: the tree's root).
     context: Any = None
+    # The files the format reads besides the input while reading its rows (VOC's XML, YOLO's image
+    # lists and labels) must stay in the dataset's root; False with ``--allow-outside-root``.
+    confined: bool = True
 
     @property
     def whole(self) -> bool:
@@ -126,6 +129,10 @@ class InputFormat:
     # Rows read back by their number from the input itself (a table), many at a time: the plan
     # keeps no payload, and a worker asks ``rows_at`` for a block of its shard's rows at once.
     reads_tables: ClassVar[bool] = False
+    # Its files are written by other tools and people (annotation files, tables): the paths they
+    # name must resolve inside the dataset's root (``root_of``; ``storage.boundary``). An index
+    # file the user writes names any path.
+    confines_paths: ClassVar[bool] = False
 
     def claims(self, path: str) -> bool:
         """Whether this format reads the file ``path``, told by its content (a COCO JSON among
@@ -156,6 +163,13 @@ class InputFormat:
     def folder_of(self, path: str) -> str:
         """What relative paths in the input resolve against, absolute: the folder it is in."""
         return location.dirname(location.absolute(path))
+
+    def root_of(self, path: str, image_root: str | None) -> str:
+        """The folder the paths the input ``path`` names must stay in (``confines_paths``): the
+        ``--image-root`` where given, else the deepest folder holding both the input and the folder
+        its relative paths resolve against (COCO's standard layout: the folder holding
+        ``annotations/`` and ``val2017/``)."""
+        return image_root or boundary.common_root(location.dirname(location.absolute(path)), self.folder_of(path))
 
     def default_config(self, path: str) -> Mapping[str, Any] | None:
         """The config (as YAML would give it) a build of the input ``path`` uses when none is

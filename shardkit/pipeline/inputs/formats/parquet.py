@@ -39,6 +39,7 @@ _SHARD_NAME = re.compile(r"^\d+$")  # the Hub's converted layout: CONFIG/SPLIT/0
 class Parquet(InputFormat):
     keeps_names: ClassVar[bool] = True
     reads_tables: ClassVar[bool] = True
+    confines_paths: ClassVar[bool] = True  # a path column, the Hub's {bytes, path}: written by another tool
 
     def split_name(self, path: str) -> str:
         """``train-00000-of-00003.parquet`` -> ``train``; in the Hub's converted layout

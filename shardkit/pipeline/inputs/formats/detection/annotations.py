@@ -37,6 +37,7 @@ class DetectionFormat(InputFormat):
     """A format whose rows are images with their objects."""
 
     keeps_names: ClassVar[bool] = True
+    confines_paths: ClassVar[bool] = True  # annotation files come from anywhere: their paths stay in the dataset
 
     def default_config(self, path: str) -> Mapping[str, Any] | None:
         return DEFAULT_CONFIG

@@ -27,6 +27,7 @@ from typing import Any
 from shardkit.errors import EntryError, ShardkitError
 from shardkit.pipeline.inputs.formats.detection.annotations import DetectionFormat, detection_row
 from shardkit.pipeline.inputs.formats.input_format import Piece, Row
+from shardkit.storage.boundary import Boundary
 
 ANNOTATIONS, IMAGES, SPLITS = "Annotations", "JPEGImages", os.path.join("ImageSets", "Main")
 _CORNERS = ("xmin", "ymin", "xmax", "ymax")
@@ -58,9 +59,15 @@ class Voc(DetectionFormat):
         source = piece.path
         root = _root(os.path.abspath(source))
         annotations = os.path.join(root, ANNOTATIONS)
+        rule = Boundary() if piece.confined else None  # a split file's id may not lead out of Annotations/
         for line, image_id in _ids(source):
+            xml = os.path.join(annotations, f"{image_id}.xml")
+            refused = rule.outside(os.path.normpath(xml), annotations) if rule is not None else None
+            if refused is not None:
+                yield EntryError(source, line, f"{image_id}: annotation {refused}")
+                continue
             try:
-                row = _row(source, line, image_id, os.path.join(annotations, f"{image_id}.xml"))
+                row = _row(source, line, image_id, xml)
             except EntryError as exc:
                 yield exc
                 continue

@@ -17,7 +17,8 @@ whose box is its polygon's extent. A polygon stays out of the objects: its pixel
 image's size, which no annotation here states, so masks cannot be drawn from YOLO labels. An
 image with no label file, or an empty one, has no objects. YOLO's class ``i`` is label ``i + 1``,
 named ``names[i]``: the label map. Pose datasets (``kpt_shape``) are refused. Images are named by
-absolute path (``--image-root`` has nothing to resolve); local datasets only.
+absolute path (``--image-root`` has nothing to resolve); local datasets only. The root, the images
+and their labels stay inside the YAML's folder (``storage.boundary``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from shardkit.errors import EntryError, ShardkitError
 from shardkit.formats.image_headers import IMAGE_SUFFIXES, image_format
 from shardkit.pipeline.inputs.formats.detection.annotations import DetectionFormat, detection_row
 from shardkit.pipeline.inputs.formats.input_format import Piece, Row
+from shardkit.storage.boundary import Boundary
 
 SPLITS = ("train", "val", "test")
 _YAML = (".yaml", ".yml")
@@ -64,17 +66,28 @@ class Yolo(DetectionFormat):
     def label_map(self, path: str) -> tuple[tuple[int, str], ...]:
         return tuple((i + 1, name) for i, name in enumerate(names(path, _load(path))))
 
+    def root_of(self, path: str, image_root: str | None) -> str:
+        """The YAML's folder: its images are found from it (``--image-root`` has nothing to resolve)."""
+        return os.path.dirname(os.path.abspath(path))
+
     def read_rows(self, piece: Piece) -> Iterator[Row | EntryError]:
         source = piece.path
         data = _load(source)
         classes = names(source, data)
         root = _root(source, data)
-        for line, (image, listed_in, number) in enumerate(images(source, root, data[piece.context]), start=1):
+        rule, top = Boundary(), self.root_of(source, None) if piece.confined else None  # None: --allow-outside-root
+        if top is not None and (refused := rule.outside(root, top)) is not None:
+            raise ShardkitError(f"{source}: path: {data.get('path')}: {refused}")
+        for line, (image, listed_in, number) in enumerate(images(source, root, data[piece.context], top), start=1):
+            labels = label_path(image)
+            refused = None if top is None else rule.outside(image, top) or rule.outside(labels, top)
+            if refused is not None:  # before its content is looked at
+                yield EntryError(listed_in or source, number if listed_in else line, refused)
+                continue
             problem = _not_an_image(image) if listed_in else None
             if problem is not None:  # a list's entry names its list and line, not data.yaml's
                 yield EntryError(listed_in, number, f"{image}: {problem}")
                 continue
-            labels = label_path(image)
             try:
                 found = objects(labels, classes)
             except EntryError as exc:
@@ -184,10 +197,11 @@ def _root(path: str, data: dict[str, Any]) -> str:
     return here
 
 
-def images(path: str, root: str, entry: Any) -> list[tuple[str, str, int]]:
+def images(path: str, root: str, entry: Any, within: str | None = None) -> list[tuple[str, str, int]]:
     """A split's images, absolute and sorted (as Ultralytics lists them), from its entry in
-    ``data.yaml``, each with the list file and line that names it ("" and 0: found in a folder).
-    A folder's files are its images by suffix; a list's every line is meant as an image."""
+    ``data.yaml``, each with the list file and line that names it ("" and 0: found in a folder);
+    each folder or list inside ``within`` where given (the read rule: ``storage.boundary``). A
+    folder's files are its images by suffix; a list's every line is meant as an image."""
     found: list[tuple[str, str, int]] = []
     for item in entry if isinstance(entry, list) else [entry]:
         if not isinstance(item, str) or not item:
@@ -195,6 +209,8 @@ def images(path: str, root: str, entry: Any) -> list[tuple[str, str, int]]:
         place = os.path.normpath(os.path.join(root, item))
         if not os.path.exists(place) and item.startswith("../"):
             place = os.path.normpath(os.path.join(root, item[3:]))
+        if within is not None and (refused := Boundary().outside(place, within)) is not None:
+            raise ShardkitError(f"{path}: {item}: {refused}")
         if os.path.isdir(place):
             walked = (os.path.join(folder, n) for folder, _, files in os.walk(place) for n in files)
             found += [(p, "", 0) for p in walked if os.path.splitext(p)[1].lower() in IMAGE_SUFFIXES]
