@@ -130,7 +130,7 @@ def test_a_yolo_path_or_image_list_outside_the_yaml_folder_is_refused(tmp_path: 
     (data / "set" / "data.yaml").write_text("path: ../../elsewhere\ntrain: images\nnames: [person, car, dog]\n")
     refused(tmp_path, [str(data / "set" / "data.yaml")], secret, "data.yaml", str(elsewhere), FLAG)
 
-    (data / "set" / "data.yaml").write_text("path: .\ntrain: train.txt\nnames: [person, car, dog]\n")  # a list naming the secret: its line is named
+    (data / "set" / "data.yaml").write_text("path: .\ntrain: train.txt\nnames: [person, car, dog]\n")  # a list naming the secret
     (data / "set" / "train.txt").write_text(f"./images/train/a.jpg\n{secret}\n")
     refused(tmp_path, [str(data / "set" / "data.yaml")], secret, "train.txt:2:", str(secret), FLAG)
     result = shardkit.build([data / "set" / "data.yaml"], tmp_path / "out", workers=1, progress=False, allow_outside_root=True)
