@@ -64,7 +64,9 @@ class Coco(DetectionFormat):
             head = location.read_bytes(path, 0, _PEEK)
         except (OSError, ValueError):
             return False
-        return len({m.group(1) for m in _KEYS.finditer(head)}) >= 1 and head.lstrip()[:1] == b"{"
+        # A top-level array of such objects is claimed too: its one line then says what it is.
+        start = head[len(streamed_json.BOM) :] if head.startswith(streamed_json.BOM) else head
+        return len({m.group(1) for m in _KEYS.finditer(head)}) >= 1 and start.lstrip()[:1] in (b"{", b"[")
 
     def split_name(self, path: str) -> str:
         stem = _TASK_PREFIX.sub("", os.path.splitext(os.path.basename(path))[0])
