@@ -12,7 +12,7 @@ import signal
 VALUE_CHARS = 200
 _RUN_CHARS = 500  # a run of characters with no space in a message: a path, a value shown by str
 _MESSAGE_CHARS = 2000
-_LONG_RUN = re.compile(r"\S{%d,}" % (_RUN_CHARS + 1))
+_LONG_RUN = re.compile(rf"\S{{{_RUN_CHARS + 1},}}")
 
 
 def _bounded_repr() -> reprlib.Repr:
@@ -50,7 +50,7 @@ def cut(text: str) -> str:
 def _cut_run(match: re.Match[str]) -> str:
     run = match.group()
     end = run[-1] if run[-1] in ":,;)" else ""  # what follows a path in a message stays
-    return f"{run[:_RUN_CHARS]}… ({len(run) - len(end):,} characters){end}"
+    return f"{run[: _RUN_CHARS - 1]}… ({len(run) - len(end):,} characters){end}"  # 500 long: not cut again
 
 
 class ShardkitError(Exception):

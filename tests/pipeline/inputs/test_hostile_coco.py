@@ -1,0 +1,128 @@
+"""Hostile COCO files, made the way an attacker or a careless tool makes them, built by the real
+``shardkit`` command under a memory limit (``tests/hostile.py``): each ends in exit 0 with the
+right records, or one ``Error:`` line naming the file and where, exit 1; no input byte changes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shardkit.pipeline.inputs.formats import bounded_json
+from tests.detection_sets import write_coco
+from tests.hostile import digests, one_line_error, run_cli
+
+pytestmark = pytest.mark.slow  # each case runs the shardkit command (a few seconds each)
+
+REPO = Path(__file__).resolve().parents[3]
+MASKS = str(REPO / "configs" / "coco-instance-masks.yaml")
+
+
+@pytest.fixture()
+def coco(tmp_path: Path) -> Path:
+    return write_coco(tmp_path / "set")
+
+
+def edited(path: Path, change: Any) -> Path:
+    """``path`` rewritten with ``change`` applied to its document (which it may return replaced)."""
+    document = json.loads(path.read_text())
+    path.write_text(json.dumps(change(document) or document))
+    return path
+
+
+def nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+def with_member(path: Path, where: str, raw: str) -> Path:
+    """``path`` with the JSON text ``raw`` as a member ``extra`` of the first annotation, or as the
+    last item of ``categories`` (``where``): written as text, as json.dumps cannot nest so deep."""
+    document = json.loads(path.read_text())
+    marker = '"__raw__"'
+    if where == "annotation":
+        document["annotations"][0]["extra"] = "__raw__"
+    else:
+        document["categories"].append("__raw__")
+    path.write_text(json.dumps(document).replace(marker, raw, 1))
+    return path
+
+
+def build(coco: Path, out: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return run_cli(["build", str(coco), "-o", str(out), "-q", *args], cwd=coco.parent)
+
+
+@pytest.mark.parametrize(
+    ("where", "depth"),
+    [("annotation", 20_000), ("annotation", 100_000), ("categories", 2_000), ("annotation", bounded_json.MAX_DEPTH - 2)],
+)
+def test_nesting_past_the_limit_is_one_line_at_its_place(where: str, depth: int, coco: Path, tmp_path: Path) -> None:
+    with_member(coco, where, nested(depth))
+    before = digests(coco.parent.parent)
+    text = coco.read_text()
+    outer = 3 if where == "annotation" else 2  # the document, annotations (or categories), an annotation
+    column = text.index("[" * 50) + bounded_json.MAX_DEPTH + 1 - outer  # 1-based: the bracket one level too deep
+    for args in ([], ["--on-error", "skip", "-w", "2"]):
+        line = one_line_error(build(coco, tmp_path / "out", *args))
+        assert line == f"Error: {coco}:1:{column}: {bounded_json.too_deep()}"
+    assert digests(coco.parent.parent) == before
+
+
+def test_nesting_up_to_the_limit_builds(coco: Path, tmp_path: Path) -> None:
+    with_member(coco, "annotation", nested(bounded_json.MAX_DEPTH - 3))  # inside the document, annotations, an annotation
+    result = build(coco, tmp_path / "out")
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_string_past_the_limit_is_refused_without_reading_it_all(coco: Path, tmp_path: Path) -> None:
+    document = json.loads(coco.read_text())
+    document["annotations"][0]["note"] = "__long__"
+    text = json.dumps(document)
+    column = text.index('"__long__"') + 1
+    coco.write_text(text.replace("__long__", "n" * (bounded_json.MAX_STRING + 1)))
+    started = time.monotonic()
+    line = one_line_error(build(coco, tmp_path / "out"))
+    assert line == f"Error: {coco}:1:{column}: {bounded_json.too_long()}"
+    assert time.monotonic() - started < 30
+
+
+def test_a_long_file_name_is_cut_in_the_error_line_and_in_errors_jsonl(coco: Path, tmp_path: Path) -> None:
+    long_name = "a" * 5_000_000
+
+    def rename(document: dict[str, Any]) -> None:
+        document["images"][0]["file_name"] = long_name
+
+    edited(coco, rename)
+    line = one_line_error(build(coco, tmp_path / "out"))
+    assert len(line) < 1000 and "aaaa… (5,000,0" in line and line.count("characters)") == 1, line[:2000]
+    assert line.endswith(": cannot read: File name too long"), line[-200:]
+    result = build(coco, tmp_path / "skipped", "--on-error", "skip")
+    assert result.returncode == 0, result.stderr[-2000:]
+    listed = (tmp_path / "skipped" / "errors.jsonl").read_text()
+    assert len(listed) < 1000 and listed.count("characters)") == 1, listed[:2000]
+
+
+def test_a_utf8_bom_builds_as_json_load_with_utf8_sig_reads_it(coco: Path, tmp_path: Path) -> None:
+    plain = build(coco, tmp_path / "plain")
+    assert plain.returncode == 0, plain.stderr
+    coco.write_bytes(b"\xef\xbb\xbf" + coco.read_bytes())
+    result = build(coco, tmp_path / "bom")
+    assert result.returncode == 0, result.stderr
+    for shard in sorted((tmp_path / "plain").glob("*.tfrecord")):
+        assert (tmp_path / "bom" / shard.name).read_bytes() == shard.read_bytes()
+
+
+def test_a_bom_file_cut_short_names_the_line_and_column_json_load_gives(coco: Path, tmp_path: Path) -> None:
+    text = coco.read_text()
+    coco.write_bytes(b"\xef\xbb\xbf" + text[:-40].encode())
+    line = one_line_error(build(coco, tmp_path / "out"))
+    assert line == f"Error: {coco}:1:{len(text) - 39}: not valid JSON: it ends before its last value does (cut short?)"
+
+
+def test_a_top_level_array_says_so(coco: Path, tmp_path: Path) -> None:
+    edited(coco, lambda document: [document])
+    line = one_line_error(build(coco, tmp_path / "out"))
+    assert line == f"Error: {coco}: not a COCO file: expected an object at the top level, got an array"
