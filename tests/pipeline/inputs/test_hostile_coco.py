@@ -4,8 +4,12 @@ right records, or one ``Error:`` line naming the file and where, exit 1; no inpu
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -126,3 +130,36 @@ def test_a_top_level_array_says_so(coco: Path, tmp_path: Path) -> None:
     edited(coco, lambda document: [document])
     line = one_line_error(build(coco, tmp_path / "out"))
     assert line == f"Error: {coco}: not a COCO file: expected an object at the top level, got an array"
+
+
+def open_in(pid: int, folder: Path) -> bool:
+    """Whether process ``pid`` holds a file open in ``folder`` (one without a name too)."""
+    for fd in os.listdir(f"/proc/{pid}/fd") if os.path.isdir(f"/proc/{pid}/fd") else []:
+        with contextlib.suppress(OSError):  # closed meanwhile
+            if os.readlink(f"/proc/{pid}/fd/{fd}").startswith(f"{folder}/"):
+                return True
+    return False
+
+
+def test_kill_9_while_a_coco_file_is_planned_leaves_nothing_and_the_resume_builds(coco: Path, tmp_path: Path) -> None:
+    def crowded(document: dict[str, Any]) -> None:  # 7 MB of annotations: planning takes a second or more
+        boxes = [{"id": 10_000 + n, "image_id": 100 + n % 6, "category_id": 3, "bbox": [1, 2, 3, 4], "area": 12.0, "iscrowd": 0}
+                 for n in range(90_000)]  # fmt: skip
+        document["annotations"] += boxes
+
+    edited(coco, crowded)
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    args = [sys.executable, "-m", "shardkit.cli", "build", str(coco), "-o", str(tmp_path / "out"), "-q", "-w", "1"]
+    child = subprocess.Popen(args, env={**os.environ, "TMPDIR": str(temp)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not (open_in(child.pid, temp) or os.listdir(temp)) and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert child.poll() is None, "the build ended before it spooled the annotations"
+    os.kill(child.pid, signal.SIGKILL)
+    child.communicate()
+    assert not os.listdir(temp)
+    resumed = run_cli(args[3:], cwd=tmp_path, env={"TMPDIR": str(temp)}, timeout=300, limit=3 << 30)  # 15,000 boxes a record
+    assert resumed.returncode == 0, resumed.stderr
+    assert not os.listdir(temp)
+    assert json.loads((tmp_path / "out" / "manifest.json").read_text())["splits"]["val"]["records"] == 6
