@@ -163,3 +163,39 @@ def test_kill_9_while_a_coco_file_is_planned_leaves_nothing_and_the_resume_build
     assert resumed.returncode == 0, resumed.stderr
     assert not os.listdir(temp)
     assert json.loads((tmp_path / "out" / "manifest.json").read_text())["splits"]["val"]["records"] == 6
+
+
+# -- what pycocotools is handed: checked first, so a crash becomes an entry error ----------------
+
+
+def first_polygon(document: dict[str, Any]) -> dict[str, Any]:
+    return next(a for a in document["annotations"] if isinstance(a.get("segmentation"), list))
+
+
+def first_rle(document: dict[str, Any]) -> dict[str, Any]:
+    return next(a for a in document["annotations"] if isinstance(a.get("segmentation"), dict))
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (lambda d: first_polygon(d)["segmentation"][0].__setitem__(0, 1e8), "polygon coordinate 1e+08 is far outside the {size} image"),
+        (lambda d: first_polygon(d)["segmentation"][0].__setitem__(1, -1e12), "polygon coordinate -1e+12 is far outside the {size} image"),
+        (lambda d: first_polygon(d)["segmentation"].append([0.0, 0.0, 60.0, 40.0] * 10_000), "its polygons' outline is"),
+        (lambda d: first_rle(d)["segmentation"].update(size=[1_000_000, 1_000_000]), "its RLE is 1000000x1000000, the image {size}"),
+        (lambda d: first_rle(d)["segmentation"]["counts"].append(10**9), "its RLE counts add up to"),
+        (lambda d: first_rle(d)["segmentation"].update(counts="0" * 50 + "o" * 11 + "O"), "are not a compressed RLE"),
+    ],
+)
+def test_a_segmentation_pycocotools_would_crash_on_is_an_entry_error(change: Any, reason: str, coco: Path, tmp_path: Path) -> None:
+    document = json.loads(coco.read_text())
+    change(document)
+    coco.write_text(json.dumps(document))
+    before = digests(coco.parent.parent)
+    line = one_line_error(build(coco, tmp_path / "out", "-c", MASKS, "-w", "1"))
+    assert f"{coco}:" in line and ": annotation " in line and reason.split("{size}")[0] in line, line
+    skipped = build(coco, tmp_path / "skipped", "-c", MASKS, "-w", "2", "--on-error", "skip")
+    assert skipped.returncode == 0, skipped.stderr
+    listed = [json.loads(x) for x in (tmp_path / "skipped" / "errors.jsonl").read_text().splitlines()]
+    assert len(listed) == 1 and listed[0]["line"] > 0 and reason.split("{size}")[0] in listed[0]["reason"]
+    assert digests(coco.parent.parent) == before
