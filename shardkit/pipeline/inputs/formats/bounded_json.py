@@ -49,11 +49,11 @@ class _TooDeep(Exception):
 
 
 def too_deep() -> str:
-    return f"arrays and objects nested more than {MAX_DEPTH} deep (annotation files nest a few levels: the file is broken or hostile)"
+    return f"arrays and objects nested more than {MAX_DEPTH} deep (files tools write nest a few levels: this one is broken or hostile)"
 
 
 def too_long() -> str:
-    return f"a string longer than {MAX_STRING >> 20} MB (annotation files hold none: the file is broken or hostile)"
+    return f"a string longer than {MAX_STRING >> 20} MB (files tools write hold none: this one is broken or hostile)"
 
 
 @dataclasses.dataclass

@@ -22,7 +22,8 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from shardkit.errors import EntryError, ShardkitError
+from shardkit.errors import EntryError, ShardkitError, quoted
+from shardkit.pipeline.inputs.formats import bounded_json
 from shardkit.pipeline.inputs.formats.input_format import InputFormat, Piece, Row, TableBatch, file_name, split_name
 from shardkit.storage import location
 
@@ -151,10 +152,21 @@ def hub_features(path: str) -> dict[str, dict[str, Any]]:
     if raw is None:
         return {}
     try:
-        features = json.loads(raw)["info"]["features"]
-    except (ValueError, KeyError, TypeError):
-        return {}
-    return {k: v for k, v in features.items() if isinstance(v, dict)} if isinstance(features, dict) else {}
+        bounded_json.check(raw)
+        document = json.loads(raw)
+    except (ValueError, bounded_json.Exceeded) as exc:  # UnicodeDecodeError is a ValueError
+        reason = exc.reason if isinstance(exc, bounded_json.Exceeded) else str(exc)
+        raise ShardkitError(f"{path}: its Hugging Face metadata (the schema's 'huggingface' key) is not valid JSON: {reason}; "
+                            "give a config (-c) to build it without") from None  # fmt: skip
+    info = document.get("info") if isinstance(document, dict) else None
+    features = info.get("features") if isinstance(info, dict) else None
+    found = {k: v for k, v in features.items() if isinstance(v, dict)} if isinstance(features, dict) else {}
+    for name, feature in found.items():
+        names = feature.get("names")
+        if feature.get("_type") == "ClassLabel" and not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+            raise ShardkitError(f"{path}: its Hugging Face metadata gives the ClassLabel column {quoted(name)} no list of class names; "
+                                "give a config (-c) to build it without")  # fmt: skip
+    return found
 
 
 def _flat_names(schema: pa.Schema) -> list[str]:
