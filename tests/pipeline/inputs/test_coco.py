@@ -148,6 +148,17 @@ def test_string_ids_and_images_without_annotations(tmp_path: Path) -> None:
     assert as_compared(read(path)) == oracle(path)
 
 
+def test_a_value_met_twice_in_an_annotation_is_its_own_in_every_one(tmp_path: Path) -> None:
+    # A one-letter key twice in a segmentation: one string object (Python's own), memoized once in
+    # the record's pickle and fetched back the second time.
+    anns = [{"id": n, "image_id": 1, "category_id": 3, "bbox": [0, 0, 1, 1], "segmentation": {"s": [3, 4], "x": {"s": [n]}}}
+            for n in range(1, 5)]  # fmt: skip
+    anns.insert(0, {"id": 0, "image_id": 1, "category_id": 3, "bbox": [0, 0, 1, 1], "segmentation": [[0, 0, 1, 0, 1, 1]]})
+    document = {"images": [{"id": 1, "file_name": "a.jpg"}], "annotations": anns, "categories": [{"id": 3, "name": "car"}]}
+    path = write(tmp_path / "instances_x.json", document)
+    assert as_compared(read(path)) == oracle(path)
+
+
 def test_an_image_info_file_without_annotations_gives_rows_without_objects(tmp_path: Path) -> None:
     path = write(tmp_path / "image_info_test.json", {"images": [{"id": 1, "file_name": "a.jpg"}], "categories": [{"id": 1, "name": "x"}]})
     assert as_compared(read(path)) == oracle(path)

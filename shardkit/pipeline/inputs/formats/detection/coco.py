@@ -337,10 +337,11 @@ class _Buckets:
 
 
 def _load_all(stream: IO[bytes], records: list[Any]) -> None:
-    unpickler = pickle.Unpickler(stream)
+    # An unpickler a record: each was pickled alone, its memo counted from 0, and one unpickler kept
+    # across records makes a value met twice in one annotation fetch another record's object.
     while True:
         try:
-            records.append(unpickler.load())
+            records.append(pickle.load(stream))
         except EOFError:
             return
 
