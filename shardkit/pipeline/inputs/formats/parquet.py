@@ -91,7 +91,12 @@ class Parquet(InputFormat):
         groups = list(range(piece.start, parquet.metadata.num_row_groups if piece.stop is None else piece.stop))
         first = piece.first_line
         top = None if columns is None else _top_level(parquet, columns, piece.path)
-        for batch in parquet.iter_batches(_batch_rows(parquet, top), row_groups=groups, columns=top, use_threads=False):
+        batches = parquet.iter_batches(_batch_rows(parquet, top), row_groups=groups, columns=top, use_threads=False)
+        while True:
+            with _reading(piece.path):  # a damaged page is found only here, past the footer
+                batch = next(batches, None)
+            if batch is None:
+                return
             yield TableBatch(piece.path, first, _columns(batch, columns))
             first += batch.num_rows
 
@@ -129,7 +134,8 @@ class Parquet(InputFormat):
             lo, hi = bounds[group], bounds[group + 1]
             if lo == hi:
                 continue
-            table = parquet.read_row_group(group, columns=top, use_threads=False)
+            with _reading(source):
+                table = parquet.read_row_group(group, columns=top, use_threads=False)
             parts.append(table.take(pa.array(ordered[lo:hi] - starts[group])))
         if not parts:
             empty = parquet.schema_arrow.empty_table()
@@ -253,6 +259,18 @@ def _opened(path: str, pid: int, version: tuple[int, int, int] | None) -> pq.Par
     except FileNotFoundError:
         raise ShardkitError(f"{path}: no such file") from None
     except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid (a ValueError): not a Parquet file
+        raise ShardkitError(f"{path}: cannot read as Parquet: {exc}") from None
+
+
+@contextlib.contextmanager
+def _reading(path: str) -> Iterator[None]:
+    """pyarrow's errors reading a file's pages (ArrowInvalid, ArrowNotImplementedError, ...; a
+    failed read) -> one line naming the file."""
+    import pyarrow as pa
+
+    try:
+        yield
+    except (pa.ArrowException, OSError) as exc:
         raise ShardkitError(f"{path}: cannot read as Parquet: {exc}") from None
 
 

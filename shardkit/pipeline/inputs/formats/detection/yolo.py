@@ -45,7 +45,7 @@ class Yolo(DetectionFormat):
         try:
             with open(path, encoding="utf-8-sig") as f:
                 data = yaml.safe_load(f)
-        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):  # PyYAML recurses a level: nested past ~1000
             return False
         return isinstance(data, dict) and ("names" in data or "nc" in data) and any(data.get(s) for s in SPLITS)
 
@@ -97,6 +97,8 @@ def _load(path: str) -> dict[str, Any]:
             data = yaml.safe_load(f)
     except OSError as exc:
         raise ShardkitError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except RecursionError:
+        raise ShardkitError(f"{path}: not valid YAML: nested too deep to read (a dataset YAML nests a level or two)") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
