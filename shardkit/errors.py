@@ -3,11 +3,62 @@
 from __future__ import annotations
 
 import errno
+import re
+import reprlib
 import signal
+
+# How much of one value a message shows: a file name, an id, a bbox. Annotation files come from
+# anywhere, and a 20 MB file_name must not become a 20 MB error line (or errors.jsonl entry).
+VALUE_CHARS = 200
+_RUN_CHARS = 500  # a run of characters with no space in a message: a path, a value shown by str
+_MESSAGE_CHARS = 2000
+_LONG_RUN = re.compile(rf"\S{{{_RUN_CHARS + 1},}}")
+
+
+def _bounded_repr() -> reprlib.Repr:
+    found = reprlib.Repr()
+    found.maxlevel, found.maxlist, found.maxtuple, found.maxdict = 3, 20, 20, 10
+    found.maxstring = found.maxother = found.maxlong = VALUE_CHARS
+    return found
+
+
+_REPR = _bounded_repr()
+
+
+def quoted(value: object) -> str:
+    """``repr(value)`` for a message, bounded: a longer string is cut with the cut said
+    (``'aaaa…' (20,000,000 characters)``), a long list shows its first items and ``...``."""
+    if isinstance(value, str):
+        if len(value) <= VALUE_CHARS:
+            return repr(value)
+        shown = repr(value[:VALUE_CHARS])
+        return f"{shown[:-1]}…{shown[-1]} ({len(value):,} characters)"
+    text = _REPR.repr(value)
+    return text if len(text) <= VALUE_CHARS else f"{text[:VALUE_CHARS]}… ({type(value).__name__})"
+
+
+def cut(text: str) -> str:
+    """``text`` at a readable length, each cut said: a run of more than 500 characters without a
+    space (a path, a value) keeps its start, and a message over 2000 characters its start and end."""
+    text = _LONG_RUN.sub(_cut_run, text)
+    if len(text) <= _MESSAGE_CHARS:
+        return text
+    half = _MESSAGE_CHARS // 2
+    return f"{text[:half]} … ({len(text) - 2 * half:,} characters cut) … {text[-half:]}"
+
+
+def _cut_run(match: re.Match[str]) -> str:
+    run = match.group()
+    end = run[-1] if run[-1] in ":,;)" else ""  # what follows a path in a message stays
+    return f"{run[: _RUN_CHARS - 1]}… ({len(run) - len(end):,} characters){end}"  # 500 long: not cut again
 
 
 class ShardkitError(Exception):
-    """Base class: a problem the user can act on, with a message that says how."""
+    """Base class: a problem the user can act on, with a message that says how. Its text is
+    ``cut`` to a readable length, whatever a message was made from."""
+
+    def __str__(self) -> str:
+        return cut(super().__str__())
 
 
 class ConfigError(ShardkitError):
@@ -32,7 +83,7 @@ class EntryError(ShardkitError):
     def __init__(self, source: str, line: int, reason: str) -> None:
         self.source = source
         self.line = line
-        self.reason = reason
+        self.reason = cut(reason)  # also what errors.jsonl lists
         super().__init__(f"{source}:{line}: {reason}" if line else f"{source}: {reason}")
 
     def __reduce__(self) -> tuple[type, tuple[str, int, str]]:  # exceptions cross process boundaries

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from shardkit.errors import quoted
 from shardkit.features.base import BadValue
 from shardkit.formats.image_headers import ImageProblem
 
@@ -188,6 +189,9 @@ def instance_mask(objects: Objects, i: int, width: int, height: int) -> np.ndarr
     segmentation = objects.segmentation[i] if objects.segmentation is not None else None
     if not segmentation:
         raise ImageProblem(f"{objects.ref(i)}: has no segmentation to draw its mask from (masks: true)")
+    problem = segmentation_problem(segmentation, width, height)
+    if problem is not None:
+        raise ImageProblem(f"{objects.ref(i)}: {problem}")
     from pycocotools import mask as coco_mask
 
     try:
@@ -206,3 +210,93 @@ def instance_mask(objects: Objects, i: int, width: int, height: int) -> np.ndarr
         raise ImageProblem(f"{objects.ref(i)}: its RLE is {mask.shape[1]}x{mask.shape[0]}, the image {width}x{height}")
     out: np.ndarray = mask.reshape(height, width).astype(np.uint8)
     return out
+
+
+# -- what pycocotools is handed, checked first ---------------------------------------------------
+# pycocotools trusts its input: a polygon coordinate of 1e8 (or NaN) makes it allocate an outline
+# of that many points, and RLE counts that add up past the image write past its buffer. Either
+# kills the process (SIGSEGV, or the OOM killer) with nothing said; checked here, either is an
+# entry error, which --on-error skip lists.
+
+# How long a polygon's outline may be, in widths + heights of its image: pycocotools draws it at 5x
+# with about 24 bytes a point (64 x (640 + 480): 9 MB). Real outlines are a few times the image's.
+OUTLINE_SIZES = 64
+
+
+def segmentation_problem(segmentation: Any, width: int, height: int) -> str | None:
+    """What is wrong with a COCO segmentation (polygons, or an RLE) for a ``width`` x ``height``
+    image, that pycocotools would crash on or run out of memory for; None where it may draw it."""
+    if isinstance(segmentation, list):
+        return _polygons_problem(segmentation, width, height)
+    if not isinstance(segmentation, Mapping):
+        return None  # pycocotools refuses it with an exception: the caller's message
+    size = segmentation.get("size")
+    if size != [height, width] and size != (height, width):
+        shown = f"{size[1]}x{size[0]}" if isinstance(size, list | tuple) and len(size) == 2 else quoted(size)
+        return f"its RLE is {shown}, the image {width}x{height}"
+    counts = segmentation.get("counts")
+    if isinstance(counts, list):
+        if not all(type(c) is int and c >= 0 for c in counts):
+            return "its RLE counts are not whole numbers of pixels"
+        total = sum(counts)
+    elif isinstance(counts, str | bytes):
+        decoded = _compressed_counts(counts.encode("latin-1", "replace") if isinstance(counts, str) else counts)
+        if decoded is None:
+            return f"its RLE counts {quoted(counts)} are not a compressed RLE"
+        total = int(decoded.sum())
+    else:
+        return None
+    if total != width * height:
+        return f"its RLE counts add up to {total:,} pixels, the {width}x{height} image has {width * height:,}"
+    return None
+
+
+def _polygons_problem(polygons: list[Any], width: int, height: int) -> str | None:
+    outline = 0.0
+    for polygon in polygons:
+        try:
+            xy = np.asarray(polygon, dtype=np.float64)
+        except (TypeError, ValueError):
+            return f"polygon {quoted(polygon)} is not a list of numbers"
+        if xy.ndim != 1:
+            return f"polygon {quoted(polygon)} is not a list of numbers"
+        if not np.isfinite(xy).all():
+            return f"polygon coordinate {xy[~np.isfinite(xy)][0]} is not finite"
+        x, y = xy[0 : len(xy) // 2 * 2 : 2], xy[1 : len(xy) // 2 * 2 : 2]
+        far = (x < -width) | (x > 2 * width)
+        if far.any() or ((y < -height) | (y > 2 * height)).any():
+            value = x[far][0] if far.any() else y[(y < -height) | (y > 2 * height)][0]
+            return f"polygon coordinate {value:g} is far outside the {width}x{height} image (more than its size past a border)"
+        if len(x):
+            outline += float(np.maximum(np.abs(np.diff(x, append=x[:1])), np.abs(np.diff(y, append=y[:1]))).sum())
+    if outline > OUTLINE_SIZES * (width + height):
+        return f"its polygons' outline is {outline:,.0f} px long, over {OUTLINE_SIZES} times the {width}x{height} image's width + height"
+    return None
+
+
+_CHUNK_BITS = np.int64(0x1F)
+
+
+def _compressed_counts(text: bytes) -> np.ndarray | None:
+    """The runs of a compressed COCO RLE, decoded as pycocotools' ``rleFrString`` does (5 bits a
+    byte from "0", a run's last byte with 0x20 clear, 0x10 its sign, runs past the second stored
+    as differences to the run two before); None where they are not runs of pixels."""
+    codes = np.frombuffer(text, dtype=np.uint8).astype(np.int64) - 48
+    if not codes.size:
+        return codes
+    if ((codes < 0) | (codes > 63)).any():
+        return None
+    ends = (codes & 0x20) == 0
+    if not ends[-1]:
+        return None
+    starts = np.flatnonzero(np.concatenate(([True], ends[:-1])))
+    place = np.arange(codes.size) - np.repeat(starts, np.diff(np.append(starts, codes.size)))
+    if place.max() > 11:  # past 60 bits: no count of pixels
+        return None
+    values = np.add.reduceat((codes & _CHUNK_BITS) << (5 * place), starts)
+    negative = (codes[ends] & 0x10) != 0
+    values[negative] |= np.int64(-1) << (5 * (place[ends][negative] + 1))
+    runs = values.copy()
+    runs[1::2] = np.cumsum(values[1::2])
+    runs[2::2] = np.cumsum(values[2::2])
+    return None if (runs < 0).any() else runs

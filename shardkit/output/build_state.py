@@ -13,6 +13,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from shardkit.errors import cut
 from shardkit.output import layout
 from shardkit.storage import atomic
 
@@ -54,6 +55,9 @@ class SkippedEntry:
     source: str  # the index file, or the folder
     line: int
     reason: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "reason", cut(self.reason))  # a 20 MB file name is no 20 MB line
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

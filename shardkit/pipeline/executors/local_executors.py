@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from shardkit.errors import WorkerError
 from shardkit.interrupts import quiet_pool, stop_pool
 from shardkit.output.shard_record import ShardResult
-from shardkit.pipeline.executors import worker_settings
+from shardkit.pipeline.executors import dead_worker, worker_settings
 from shardkit.pipeline.plan.tasks import ShardTask
 from shardkit.pipeline.shard.worker import WrittenShard, run_task, write_shard
 from shardkit.storage import location
@@ -49,13 +49,21 @@ def _augments(tasks: Sequence[ShardTask]) -> bool:
     return bool(tasks) and tasks[0].settings.config.augment is not None
 
 
-# Set in each pool worker by _init_worker: the queue progress ticks go to.
+# Set in each pool worker by _init_worker: the queue progress ticks go to; the shared array in
+# which each worker, in its own slot, says which task it runs (pid, task number), written before
+# the task starts so that it is there when a crash in native code ends the process unannounced.
 _progress_queue: Any = None
+_running: Any = None
+_slot = 0
 
 
-def _init_worker(progress_queue: Any, augment: bool) -> None:
-    global _progress_queue
+def _init_worker(progress_queue: Any, augment: bool, running: Any, slots: Any) -> None:
+    global _progress_queue, _running, _slot
     _progress_queue = progress_queue
+    _running = running
+    with slots.get_lock():
+        _slot = slots.value % (len(running) // 2)
+        slots.value += 1
     worker_settings.apply(augment)  # for the life of this pool process: nothing to undo
 
 
@@ -68,7 +76,8 @@ def _tick(n: int) -> None:
 OVERLAP_UPLOADS = True
 
 
-def _run_in_pool(task: ShardTask) -> ShardResult:
+def _run_in_pool(number: int, task: ShardTask) -> ShardResult:
+    _running[2 * _slot], _running[2 * _slot + 1] = os.getpid(), number
     if not (OVERLAP_UPLOADS and location.is_url(task.settings.out_dir)):
         result = run_task(task, _tick)
         _progress_queue.put(("shard", result))
@@ -126,20 +135,21 @@ class PoolExecutor:
             return self._run(tasks, progress_queue, on_progress, on_shard)
 
     def _run(self, tasks: Sequence[ShardTask], progress_queue: Any, on_progress: OnProgress, on_shard: OnShard) -> list[ShardResult]:
-        pool = quiet_pool(self.context, min(self.workers, len(tasks)), _init_worker, (progress_queue, _augments(tasks)))
+        processes = min(self.workers, len(tasks))
+        running = self.context.Array("q", 4 * processes, lock=False)  # (pid, task) a slot: room for replacements
+        slots = self.context.Value("i", 0)
+        pool = quiet_pool(self.context, processes, _init_worker, (progress_queue, _augments(tasks), running, slots))
         try:
-            pending = pool.starmap_async(_run_in_pool, [(t,) for t in tasks], chunksize=1)
-            workers = _worker_pids(pool)
+            pending = pool.starmap_async(_run_in_pool, list(enumerate(tasks)), chunksize=1)
+            workers = _worker_processes(pool)
             reported = 0
             while not pending.ready():
                 reported += self._drain(progress_queue, on_progress, on_shard, self.poll_seconds)
-                dead = workers - _worker_pids(pool)
+                dead = set(workers) - _worker_pids(pool)
                 if dead and not pending.ready():
-                    raise WorkerError(
-                        f"a build worker process (pid {min(dead)}) died without reporting an error, most often "
-                        "killed for using too much memory (see `dmesg`). Finished shards are kept: rerun the same "
-                        "command to resume, with fewer --workers, or --workers 1 to run in one process and see the error."
-                    )
+                    pid = min(dead)
+                    held = [running[i + 1] for i in range(0, len(running), 2) if running[i] == pid]
+                    raise WorkerError(dead_worker.message(pid, workers[pid], tasks[held[0]] if held else None))
             results: list[ShardResult] = pending.get()  # re-raises the first worker exception
             uploading = location.is_url(tasks[0].settings.out_dir)  # commits may still be running: wait for each
             while reported < len(results):  # the last ticks and shard messages may still be in flight
@@ -147,7 +157,7 @@ class PoolExecutor:
                 reported += arrived
                 if not arrived and not uploading:
                     break
-                if uploading and workers - _worker_pids(pool):
+                if uploading and set(workers) - _worker_pids(pool):
                     raise WorkerError(
                         "a build worker process died while uploading a shard. Finished shards are kept: rerun the same command to resume"
                     )
@@ -175,6 +185,11 @@ class PoolExecutor:
                 message = progress_queue.get_nowait()
         except queue_module.Empty:
             return shards
+
+
+def _worker_processes(pool: Any) -> dict[int, Any]:
+    """The pool's processes by pid: kept, to read a dead one's exit status once the pool has dropped it."""
+    return {p.pid: p for p in getattr(pool, "_pool", None) or [] if p.pid is not None}
 
 
 def _worker_pids(pool: Any) -> set[int]:

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from shardkit.errors import EntryError, StateError, WriteError
+from shardkit.errors import EntryError, StateError, WriteError, cut
 from shardkit.formats import image_headers
 from shardkit.formats.idx_sidecar import index_text
 from shardkit.formats.tfrecord_io import RecordWriter, file_crc32c
@@ -195,7 +195,7 @@ class _Tally:
     def add(self, records: int, inputs: list[tuple[str, int]], skipped: list[tuple[str, int, str]]) -> None:
         if self.keeps_inputs:
             self.inputs += inputs
-        self.skipped += skipped
+        self.skipped += [(source, line, cut(reason)) for source, line, reason in skipped]  # the shard's record keeps them
         self.pending += records
         if self.progress is not None and time.monotonic() - self.last_tick >= self.tick_every:
             self.flush()

@@ -4,6 +4,7 @@ bad input as one line naming the file and the annotation or position; temporary 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -147,6 +148,17 @@ def test_string_ids_and_images_without_annotations(tmp_path: Path) -> None:
     assert as_compared(read(path)) == oracle(path)
 
 
+def test_a_value_met_twice_in_an_annotation_is_its_own_in_every_one(tmp_path: Path) -> None:
+    # A one-letter key twice in a segmentation: one string object (Python's own), memoized once in
+    # the record's pickle and fetched back the second time.
+    anns = [{"id": n, "image_id": 1, "category_id": 3, "bbox": [0, 0, 1, 1], "segmentation": {"s": [3, 4], "x": {"s": [n]}}}
+            for n in range(1, 5)]  # fmt: skip
+    anns.insert(0, {"id": 0, "image_id": 1, "category_id": 3, "bbox": [0, 0, 1, 1], "segmentation": [[0, 0, 1, 0, 1, 1]]})
+    document = {"images": [{"id": 1, "file_name": "a.jpg"}], "annotations": anns, "categories": [{"id": 3, "name": "car"}]}
+    path = write(tmp_path / "instances_x.json", document)
+    assert as_compared(read(path)) == oracle(path)
+
+
 def test_an_image_info_file_without_annotations_gives_rows_without_objects(tmp_path: Path) -> None:
     path = write(tmp_path / "image_info_test.json", {"images": [{"id": 1, "file_name": "a.jpg"}], "categories": [{"id": 1, "name": "x"}]})
     assert as_compared(read(path)) == oracle(path)
@@ -164,12 +176,21 @@ def test_a_category_without_instances_is_in_the_built_label_map(val: Path, tmp_p
 # -- temporary files --------------------------------------------------------------------------
 
 
+def open_in(folder: Path) -> list[str]:
+    """The files this process holds open in ``folder``: those without a name too."""
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # the listing's own descriptor, gone by now
+            found.append(os.readlink(f"/proc/self/fd/{fd}"))
+    return [target for target in found if target.startswith(f"{folder}/")]
+
+
 def test_temporary_files_go_when_reading_stops_early(val: Path, scratch: Path) -> None:
     rows = COCO.read_rows(Piece(str(val)))
     next(rows)
-    assert len(os.listdir(scratch)) == 1  # the reader's folder, while it reads
+    assert len(open_in(scratch)) == 2 and not os.listdir(scratch)  # the reader's files, nameless, while it reads
     rows.close()
-    assert not os.listdir(scratch)
+    assert not open_in(scratch) and not os.listdir(scratch)
 
 
 def test_temporary_files_go_on_an_interrupt(val: Path, scratch: Path, monkeypatch: pytest.MonkeyPatch) -> None:

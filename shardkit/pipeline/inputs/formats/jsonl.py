@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import IO, ClassVar
 
 from shardkit.errors import EntryError
+from shardkit.pipeline.inputs.formats import bounded_json
 from shardkit.pipeline.inputs.formats.input_format import Piece, Row
 from shardkit.pipeline.inputs.formats.text_lines import TextFormat
 
@@ -23,7 +24,12 @@ class Jsonl(TextFormat):
             if not line.strip():
                 continue
             try:
+                if line.count("[") + line.count("{") > bounded_json.MAX_DEPTH:  # only such a line can nest too deep
+                    bounded_json.check(line.encode("utf-8", "surrogateescape"))
                 obj = json.loads(line)
+            except bounded_json.Exceeded as exc:
+                yield EntryError(source, number, f"not an index line: {exc.reason}")
+                continue
             except json.JSONDecodeError as exc:
                 yield EntryError(source, number, f"not valid JSON: {exc.msg} at column {exc.colno}")
                 continue

@@ -22,7 +22,8 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from shardkit.errors import EntryError, ShardkitError
+from shardkit.errors import EntryError, ShardkitError, quoted
+from shardkit.pipeline.inputs.formats import bounded_json
 from shardkit.pipeline.inputs.formats.input_format import InputFormat, Piece, Row, TableBatch, file_name, split_name
 from shardkit.storage import location
 
@@ -91,7 +92,12 @@ class Parquet(InputFormat):
         groups = list(range(piece.start, parquet.metadata.num_row_groups if piece.stop is None else piece.stop))
         first = piece.first_line
         top = None if columns is None else _top_level(parquet, columns, piece.path)
-        for batch in parquet.iter_batches(_batch_rows(parquet, top), row_groups=groups, columns=top, use_threads=False):
+        batches = parquet.iter_batches(_batch_rows(parquet, top), row_groups=groups, columns=top, use_threads=False)
+        while True:
+            with _reading(piece.path):  # a damaged page is found only here, past the footer
+                batch = next(batches, None)
+            if batch is None:
+                return
             yield TableBatch(piece.path, first, _columns(batch, columns))
             first += batch.num_rows
 
@@ -129,7 +135,8 @@ class Parquet(InputFormat):
             lo, hi = bounds[group], bounds[group + 1]
             if lo == hi:
                 continue
-            table = parquet.read_row_group(group, columns=top, use_threads=False)
+            with _reading(source):
+                table = parquet.read_row_group(group, columns=top, use_threads=False)
             parts.append(table.take(pa.array(ordered[lo:hi] - starts[group])))
         if not parts:
             empty = parquet.schema_arrow.empty_table()
@@ -152,10 +159,21 @@ def hub_features(path: str) -> dict[str, dict[str, Any]]:
     if raw is None:
         return {}
     try:
-        features = json.loads(raw)["info"]["features"]
-    except (ValueError, KeyError, TypeError):
-        return {}
-    return {k: v for k, v in features.items() if isinstance(v, dict)} if isinstance(features, dict) else {}
+        bounded_json.check(raw)
+        document = json.loads(raw)
+    except (ValueError, bounded_json.Exceeded) as exc:  # UnicodeDecodeError is a ValueError
+        reason = exc.reason if isinstance(exc, bounded_json.Exceeded) else str(exc)
+        raise ShardkitError(f"{path}: its Hugging Face metadata (the schema's 'huggingface' key) is not valid JSON: {reason}; "
+                            "give a config (-c) to build it without") from None  # fmt: skip
+    info = document.get("info") if isinstance(document, dict) else None
+    features = info.get("features") if isinstance(info, dict) else None
+    found = {k: v for k, v in features.items() if isinstance(v, dict)} if isinstance(features, dict) else {}
+    for name, feature in found.items():
+        names = feature.get("names")
+        if feature.get("_type") == "ClassLabel" and not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+            raise ShardkitError(f"{path}: its Hugging Face metadata gives the ClassLabel column {quoted(name)} no list of class names; "
+                                "give a config (-c) to build it without")  # fmt: skip
+    return found
 
 
 def _flat_names(schema: pa.Schema) -> list[str]:
@@ -242,6 +260,18 @@ def _opened(path: str, pid: int, version: tuple[int, int, int] | None) -> pq.Par
     except FileNotFoundError:
         raise ShardkitError(f"{path}: no such file") from None
     except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid (a ValueError): not a Parquet file
+        raise ShardkitError(f"{path}: cannot read as Parquet: {exc}") from None
+
+
+@contextlib.contextmanager
+def _reading(path: str) -> Iterator[None]:
+    """pyarrow's errors reading a file's pages (ArrowInvalid, ArrowNotImplementedError, ...; a
+    failed read) -> one line naming the file."""
+    import pyarrow as pa
+
+    try:
+        yield
+    except (pa.ArrowException, OSError) as exc:
         raise ShardkitError(f"{path}: cannot read as Parquet: {exc}") from None
 
 

@@ -11,9 +11,10 @@ A COCO file is one JSON document (train2017's is 450 MB, which ``json.load`` nee
 whose annotations are interleaved across its images. It is read in passes of ijson's C parser
 (``streamed_json``): the categories (kept for the process: the label map reads them first), the
 images (a pass that stops at the end of their array), then the annotations, each written to a
-temporary file by its image's position: a bucket holds a run of consecutive images, so buckets in
-order are images in order. Each bucket is then loaded and grouped alone. Memory is one bucket and
-a map from image ids to positions, whatever the size of the file.
+bucket by its image's position: a bucket holds a run of consecutive images, so buckets in order
+are images in order; they are spilled to a temporary file without a name, which nothing
+outlives. Each bucket is then loaded and grouped alone. Memory is one bucket and a map from
+image ids to positions, whatever the size of the file.
 
 A row's line is its image's position in ``images`` (1-based). An image whose annotations cannot
 become its objects (a category that is no category, a bbox that is not one) is an entry error
@@ -30,7 +31,6 @@ import io
 import os
 import pickle
 import re
-import shutil
 import tempfile
 from collections.abc import Generator, Iterator
 from operator import itemgetter
@@ -64,7 +64,9 @@ class Coco(DetectionFormat):
             head = location.read_bytes(path, 0, _PEEK)
         except (OSError, ValueError):
             return False
-        return len({m.group(1) for m in _KEYS.finditer(head)}) >= 1 and head.lstrip()[:1] == b"{"
+        # A top-level array of such objects is claimed too: its one line then says what it is.
+        start = head[len(streamed_json.BOM) :] if head.startswith(streamed_json.BOM) else head
+        return len({m.group(1) for m in _KEYS.finditer(head)}) >= 1 and start.lstrip()[:1] in (b"{", b"[")
 
     def split_name(self, path: str) -> str:
         stem = _TASK_PREFIX.sub("", os.path.splitext(os.path.basename(path))[0])
@@ -87,22 +89,27 @@ class Coco(DetectionFormat):
     def read_rows(self, piece: Piece) -> Iterator[Row | EntryError]:
         source = piece.path
         categories = {i: (name, points) for i, name, points in _categories(source)}
-        folder = tempfile.mkdtemp(prefix="shardkit-coco-")  # TMPDIR's; here, where the generator starts
-        try:
-            yield from _rows(source, categories, folder)
-        finally:  # also when the caller stops reading (an error with --on-error fail, Ctrl-C)
-            shutil.rmtree(folder, ignore_errors=True)
+        # Files without a name (O_TMPFILE, or unlinked at once) in TMPDIR: closed when the caller
+        # stops reading, and freed by the kernel when the process ends, by kill -9 too.
+        with _writing(source):
+            images, spilled = _nameless(), _nameless()
+        with images, spilled:
+            yield from _rows(source, categories, images, spilled)
 
 
-def _rows(source: str, categories: dict[int, tuple[str, int]], folder: str) -> Iterator[Row | EntryError]:
-    images = os.path.join(folder, "images")
-    with _writing(source, folder), open(images, "wb") as f:
-        positions, count = _spool_images(source, f)
+def _nameless() -> IO[bytes]:
+    return tempfile.TemporaryFile(prefix="shardkit-coco-")
+
+
+def _rows(source: str, categories: dict[int, tuple[str, int]], images: IO[bytes], spilled: IO[bytes]) -> Iterator[Row | EntryError]:
+    with _writing(source):
+        positions, count = _spool_images(source, images)
+        images.seek(0)
     # Runs of consecutive images, about _BUCKET_BYTES of the file each on average (a bound would
     # need one more pass, to count each image's annotations first).
     buckets = min(count, -(-(location.size(source) or 0) // _BUCKET_BYTES))
     per = max(1, -(-count // max(1, buckets)))  # images a bucket
-    store = _Buckets(source, folder, -(-count // per))
+    store = _Buckets(source, spilled, -(-count // per))
     annotations = yield from _bucket_annotations(source, positions, per, store)
     del positions
     if not annotations:
@@ -182,13 +189,12 @@ def _spool_images(source: str, f: IO[bytes]) -> tuple[dict[Any, int], int]:
     return positions, position
 
 
-def _spooled_images(path: str) -> Iterator[tuple[Any, Any, Any, str | None]]:
-    with open(path, "rb") as f:
-        while True:
-            try:
-                yield from pickle.load(f)
-            except EOFError:
-                return
+def _spooled_images(f: IO[bytes]) -> Iterator[tuple[Any, Any, Any, str | None]]:
+    while True:
+        try:
+            yield from pickle.load(f)
+        except EOFError:
+            return
 
 
 _NUMBER = (int, float)
@@ -289,13 +295,15 @@ def _read_categories(path: str) -> tuple[tuple[int, str, int], ...]:
 
 
 class _Buckets:
-    """Records in ``count`` buckets, each a file in ``folder`` (a run of consecutive images), held
-    in memory up to ``_BUFFER_BYTES`` in all before they are appended; a bucket is read back once."""
+    """Records in ``count`` buckets (a run of consecutive images each), held in memory up to
+    ``_BUFFER_BYTES`` in all, then appended to one file, a run of bytes a bucket each spill; a
+    bucket is read back once, from its runs."""
 
-    def __init__(self, source: str, folder: str, count: int) -> None:
+    def __init__(self, source: str, spilled: IO[bytes], count: int) -> None:
         self.source = source
-        self.folder = folder
         self.count = count
+        self._file = spilled
+        self._runs: list[list[tuple[int, int]]] = [[] for _ in range(count)]  # (offset, length) in the file
         self._buffers = [bytearray() for _ in range(count)]
         self._buffered = 0
 
@@ -307,47 +315,45 @@ class _Buckets:
             self._spill()
 
     def _spill(self) -> None:
-        with _writing(self.source, self.folder):
+        with _writing(self.source):
+            self._file.seek(0, os.SEEK_END)
             for bucket, buffer in enumerate(self._buffers):
                 if buffer:
-                    with open(self._path(bucket), "ab") as f:
-                        f.write(buffer)
+                    self._runs[bucket].append((self._file.tell(), len(buffer)))
+                    self._file.write(buffer)
                     buffer.clear()
         self._buffered = 0
 
     def take(self, bucket: int) -> list[Any]:
-        """Bucket ``bucket``'s records in the order they were added; its file is removed."""
+        """Bucket ``bucket``'s records in the order they were added."""
         records: list[Any] = []
-        path = self._path(bucket)
-        if os.path.exists(path):
-            with open(path, "rb") as f:
-                _load_all(io.BytesIO(f.read()), records)
-            os.remove(path)
+        for offset, length in self._runs[bucket]:
+            self._file.seek(offset)
+            _load_all(io.BytesIO(self._file.read(length)), records)
+        self._runs[bucket] = []
         _load_all(io.BytesIO(self._buffers[bucket]), records)  # the last ones, never spilled
         self._buffers[bucket] = bytearray()
         return records
 
-    def _path(self, bucket: int) -> str:
-        return os.path.join(self.folder, f"bucket-{bucket:05d}")
-
 
 def _load_all(stream: IO[bytes], records: list[Any]) -> None:
-    unpickler = pickle.Unpickler(stream)
+    # An unpickler a record: each was pickled alone, its memo counted from 0, and one unpickler kept
+    # across records makes a value met twice in one annotation fetch another record's object.
     while True:
         try:
-            records.append(unpickler.load())
+            records.append(pickle.load(stream))
         except EOFError:
             return
 
 
 @contextlib.contextmanager
-def _writing(source: str, folder: str) -> Iterator[None]:
+def _writing(source: str) -> Iterator[None]:
     """A failed write of the temporary files (a full disk) -> one line saying where and how to move them."""
     try:
         yield
     except OSError as exc:
         raise ShardkitError(
-            f"{source}: cannot write its annotations grouped by image under {folder}: {exc.strerror or exc} "
+            f"{source}: cannot write its annotations grouped by image under {tempfile.gettempdir()}: {exc.strerror or exc} "
             "(TMPDIR sets where: a disk with room for about the file's size)"
         ) from None
 

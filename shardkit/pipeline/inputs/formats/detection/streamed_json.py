@@ -18,8 +18,10 @@ from typing import IO, Any
 import ijson
 
 from shardkit.errors import ShardkitError
+from shardkit.pipeline.inputs.formats import bounded_json
 from shardkit.storage import location
 
+BOM = bounded_json.BOM
 BLOCK = 1 << 20
 TAIL = 4 << 20  # where a file's last top-level array is looked for: COCO's categories are a few kB
 _CONTINUATION = bytes(range(0x80, 0xC0))  # UTF-8 bytes that do not start a character
@@ -27,17 +29,24 @@ _KINDS = {"start_map": "an object", "start_array": "an array", "string": "a stri
 
 
 class _Counted:
-    """A binary file that counts the bytes it has handed the parser: where a pass failed, to a block."""
+    """A binary file that counts the bytes it has handed the parser (where a pass failed, to a
+    block), checks each block against ``bounded_json``'s limits first, and drops a UTF-8 BOM
+    (which ``json.load`` with ``utf-8-sig`` takes, and yajl does not)."""
 
     def __init__(self, f: IO[bytes]) -> None:
         self._f = f
         self.offset = 0
         self.last = 0
+        self._limits = bounded_json.Limits()
 
     def read(self, size: int = -1) -> bytes:
         data = self._f.read(size)
         self.last = len(data)
+        if not self.offset and data.startswith(bounded_json.BOM):
+            data = data[len(bounded_json.BOM) :]
+            self._limits.offset = len(bounded_json.BOM)
         self.offset += self.last
+        self._limits.feed(data)
         return data
 
 
@@ -54,6 +63,9 @@ def parsing(path: str) -> Iterator[_Counted]:
             yield counted
         except ijson.JSONError as exc:
             raise ShardkitError(syntax_error(path, counted.offset - counted.last, exc)) from None
+        except bounded_json.Exceeded as exc:
+            line, column = line_and_column(path, exc.offset)
+            raise ShardkitError(f"{path}:{line}:{column}: {exc.reason}") from None
         except OSError as exc:
             raise ShardkitError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
@@ -81,9 +93,10 @@ def trailing_array(path: str, key: str) -> list[Any] | None:
     if not found:
         return None
     try:
+        bounded_json.check(tail[found[-1].start(1) :])  # past a limit: the pass that reads it says where
         text = tail[found[-1].start(1) :].decode("utf-8")
         value, end = json.JSONDecoder().raw_decode(text)
-    except ValueError:  # UnicodeDecodeError is one
+    except (ValueError, bounded_json.Exceeded):  # UnicodeDecodeError is a ValueError
         return None
     # Only the top-level object's own "}" can end a valid file: then the array is one of its members.
     return value if isinstance(value, list) and text[end:].strip() == "}" else None
@@ -185,6 +198,10 @@ def rejected_at(path: str, block_start: int) -> int:
     parser = ijson.basic_parse_coro(events, use_float=True)
     offset = 0
     with location.open_read(path) as f, _explained(path):
+        if f.read(len(bounded_json.BOM)) == bounded_json.BOM:
+            offset = len(bounded_json.BOM)
+        else:
+            f.seek(0)
         while data := f.read(min(BLOCK, block_start - offset) if offset < block_start else 1):
             try:
                 parser.send(data)
@@ -202,6 +219,9 @@ def line_and_column(path: str, offset: int) -> tuple[int, int]:
     line, column = 1, 1
     done = 0
     with location.open_read(path) as f, _explained(path):
+        if f.read(len(bounded_json.BOM)) == bounded_json.BOM:
+            column = 0  # json.load with utf-8-sig does not count it
+        f.seek(0)
         while done < offset and (data := f.read(min(BLOCK, offset - done))):
             done += len(data)
             newline = data.rfind(b"\n")

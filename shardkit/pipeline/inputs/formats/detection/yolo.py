@@ -109,7 +109,7 @@ def _dataset_yaml(path: str) -> bool:
             data = yaml.safe_load(f)
     except OSError:
         return False
-    except (UnicodeDecodeError, yaml.YAMLError):
+    except (UnicodeDecodeError, yaml.YAMLError, RecursionError):  # PyYAML recurses a level: nested past about 1000
         with open(path, "rb") as f:
             keys = set(_TOP_KEYS.findall(f.read().decode("utf-8", "replace")))
         return os.path.basename(path).lower() in _DATA_YAML or bool(keys & {"names", "nc"} and keys & set(SPLITS))
@@ -135,6 +135,8 @@ def _load(path: str) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
         raise ShardkitError(f"{path}:{line}: not UTF-8 text (byte {raw[exc.start]:#04x}): save it as UTF-8") from None
+    except RecursionError:  # PyYAML recurses a level: nested past about 1000
+        raise ShardkitError(f"{path}: not valid YAML: nested too deep to read (a dataset YAML nests a level or two)") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
