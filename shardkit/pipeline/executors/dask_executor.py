@@ -213,9 +213,10 @@ class DaskExecutor:
         until it holds none. Past the timeout, a straggler still cannot commit into another build."""
         deadline = time.monotonic() + self.stop_timeout
         while time.monotonic() < deadline:
-            try:  # every worker the scheduler knows; one that cannot answer may be busy, not gone: asked again
-                held = client.run(_stop_run, topic, list(keys), on_error="return")
+            try:  # the scheduler first: a key it has forgotten goes to no worker after the workers answer
                 queued = client.run_on_scheduler(_known_to_scheduler, list(keys))
+                # Every worker the scheduler knows; one that cannot answer may be busy, not gone: asked again.
+                held = client.run(_stop_run, topic, list(keys), on_error="return")
             except Exception:  # the scheduler went away: nothing left to wait for that we can see
                 return
             if not queued and all(isinstance(h, list) and not h for h in held.values()):
