@@ -16,6 +16,11 @@ OUT/
   .shardkit/plan-<fingerprint>/SPLIT.plan.rows/   a table's mapped columns staged for the shards (rows with files), until the manifest
   .shardkit/tmp/                     scratch space while planning
 
+Shards, ``.idx`` files, metadata, the build state and the shard records are each written under a
+temp name beside their own, ``.NAME.incomplete-XXXXXXXX`` (at OUT's top, in ``.shardkit/`` and in
+``.shardkit/shards/``), and renamed when whole: a build removes those temp names (``temp_files``)
+wherever it stops, and its rerun those a ``kill -9`` left.
+
 When OUT is in a bucket (a ``gs://``/``s3://`` URL) the same names are objects, and what is
 written before it is finished (temp shards, planning scratch) lives in a local staging folder
 instead, ``$TMPDIR/shardkit-staging-<uid>/<hash of OUT>/``: objects appear whole, so nothing partial
@@ -31,12 +36,12 @@ import hashlib
 import os
 import stat
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from shardkit.errors import OutputError
 from shardkit.formats.idx_sidecar import INDEX_SUFFIX
 from shardkit.storage import location
-from shardkit.storage.atomic import INCOMPLETE, naming
+from shardkit.storage.atomic import naming, temp_name, temp_target
 
 MANIFEST = "manifest.json"
 ERRORS = "errors.jsonl"
@@ -49,6 +54,7 @@ LOCK = "lock"  # in STATE_DIR
 _NODE_LOCK = "lock.node-"
 _PLAN = "plan-"
 _RECORD = ".json"
+_SPREAD = ".records"  # a shuffled shard's records, before they are spread over it
 _LABELS = ".labels.txt"
 _SCRATCH = "tmp"
 # What a build writes at OUT's top (and --overwrite may delete): shards with their .idx, and the metadata.
@@ -194,22 +200,41 @@ def scratch_plan_dir(out: str, tag: str) -> str:
 
 
 def temp_path(out: str, name: str, tag: str) -> str:
-    return os.path.join(work_dir(out), f".{name}{INCOMPLETE}{tag}")
+    return os.path.join(work_dir(out), temp_name(name, tag))
 
 
 def spread_temp_path(out: str, shard: str, tag: str) -> str:
     """Where a shuffled shard's records wait before they are spread over it."""
-    return temp_path(out, shard + ".records", tag)
+    return temp_path(out, shard + _SPREAD, tag)
 
 
 def is_temp_name(name: str) -> bool:
-    return name.startswith(".") and INCOMPLETE in name
+    return temp_target(name) is not None
 
 
 def temp_files(out: str, names: Iterable[str] | None = None) -> list[str]:
-    """Temporary files of OUT: all of them, or only those of the shards ``names``."""
-    folder = glob.escape(work_dir(out))
-    if names is None:
-        return sorted(glob.glob(os.path.join(folder, f".*{INCOMPLETE}*")))
-    # .NAME.incomplete-X (the shard) and .NAME.idx.incomplete-X (its index)
-    return sorted(p for name in names for p in glob.glob(os.path.join(folder, f".{glob.escape(name)}*{INCOMPLETE}*")))
+    """Temp files a build of OUT writes, which an interrupted or killed one may leave: at OUT's top
+    (in the staging folder, for a bucket) those of shards, their ``.idx`` and spread records, the
+    manifest and the metadata; beside the build state; beside the shard records. All of them, or
+    only those of the shards ``names`` (a node's own). Only names a build writes: nothing else."""
+    shards = None if names is None else set(names)
+
+    def top(target: str) -> bool:  # NAME, NAME.idx, NAME.records of a shard, or metadata
+        if shards is None:
+            return is_built_name(target)
+        return any(target in (name, index_name(name), name + _SPREAD) for name in shards)
+
+    def records(target: str) -> bool:
+        return is_shard_record_name(target) and (shards is None or target[: -len(_RECORD)] in shards)
+
+    wanted: list[tuple[str, Callable[[str], bool]]] = [(work_dir(out), top)]
+    if not location.is_url(out):  # in a bucket, the state and the records are single uploads: no temp objects
+        wanted += [(state_dir(out), lambda target: shards is None and target == BUILD_STATE), (shard_records_dir(out), records)]
+    found = []
+    for folder, owned in wanted:
+        try:
+            listed = os.listdir(folder)
+        except OSError:  # not made yet, or gone
+            continue
+        found += [os.path.join(folder, n) for n in listed if (target := temp_target(n)) is not None and owned(target)]
+    return sorted(found)

@@ -159,6 +159,8 @@ def build_with(indexes: Sequence[str | Path], out: str | Path, options: BuildOpt
                 os.makedirs(out_dir, exist_ok=True)
         with contextlib.ExitStack() as held:
             bucket_lock = _lock(held, out_dir, num_nodes, node_index)
+            # Runs before the lock is released, however the build ends: the executor's workers are gone by then.
+            held.callback(_remove_temps, out_dir, reached, num_nodes)
             if num_nodes == 1:
                 shutil.rmtree(layout.scratch_dir(out_dir), ignore_errors=True)  # a killed build's half plan: ours alone
             state = resume.prepare_state(out_dir, fingerprint, cfg, parameters, inputs, options.overwrite, multi_node=num_nodes > 1)
@@ -183,13 +185,7 @@ def build_with(indexes: Sequence[str | Path], out: str | Path, options: BuildOpt
             splits_left = {t.split for t in pending}
             preflight.warn_if_short_of_space(out_dir, pending, {n: state.splits[n].bytes_per_entry for n in splits_left})
             executor = options.executor or (InlineExecutor() if workers == 1 else PoolExecutor(workers))
-            try:
-                fresh = _execute(executor, pending, mine, done, cfg, options.progress)
-            finally:
-                # Temp files of shards stopped mid-way. Ours alone: other nodes may be writing theirs.
-                with interrupts.held():  # a second Ctrl-C must not cut the sweep short
-                    for temp in layout.temp_files(out_dir, None if num_nodes == 1 else [t.name for t in mine]):
-                        atomic.remove_quietly(temp)  # a task still running elsewhere may have removed its own
+            fresh = _execute(executor, pending, mine, done, cfg, options.progress)
             missing: list[str] = []
             if bucket_lock is not None and bucket_lock.lost:
                 raise StateError(
@@ -245,6 +241,20 @@ def finalize(out: str | Path, fsync: bool = True) -> BuildResult:
             )
         made = _publish_outputs(out_dir, state, list(finished.values()), {"finalized": True}, fsync)
     return BuildResult(out_dir, made, 0, len(finished), made.totals.records, 0, made.skipped, time.perf_counter() - started)
+
+
+def _remove_temps(out_dir: str, reached: stopped.Progress, num_nodes: int) -> None:
+    """Temp files of a build that stopped mid-way, or of a killed one before it, wherever in OUT a
+    build writes them (and a bucket build's staging folder, once empty). A node's own alone: other
+    nodes may be writing theirs, and the files all nodes share."""
+    if num_nodes > 1 and reached.names is None:
+        return
+    with interrupts.held():  # a second Ctrl-C must not cut the sweep short
+        for temp in layout.temp_files(out_dir, None if num_nodes == 1 else reached.names):
+            atomic.remove_quietly(temp)  # a task still running elsewhere may have removed its own
+        if num_nodes == 1 and location.is_url(out_dir):
+            with contextlib.suppress(OSError):
+                os.rmdir(layout.work_dir(out_dir))
 
 
 def _plan(out_dir: str, state: BuildState, splits: dict[str, SplitInput], cfg: Config, options: BuildOptions, processes: int) -> BuildState:

@@ -16,6 +16,7 @@ import contextlib
 import errno
 import json
 import os
+import re
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -24,6 +25,21 @@ from shardkit.errors import OutputError, ShardkitError, WriteError
 from shardkit.storage import location
 
 INCOMPLETE = ".incomplete-"  # in every temp name, so a sweep finds what an interrupted writer left
+_TAG = re.compile(r"[0-9a-f]{8}")  # what follows INCOMPLETE: 8 hex digits, unique per write
+
+
+def temp_name(name: str, tag: str | None = None) -> str:
+    """``.NAME.incomplete-XXXXXXXX``: the temp name a writer of ``name`` uses beside it."""
+    return f".{name}{INCOMPLETE}{tag or uuid.uuid4().hex[:8]}"
+
+
+def temp_target(name: str) -> str | None:
+    """The name that temp name ``name`` was written for (``temp_name``'s ``name``), or None where
+    ``name`` is not one: what a sweep may remove is only what a writer here names."""
+    base, sep, tag = name.rpartition(INCOMPLETE)
+    if not sep or len(base) < 2 or not base.startswith(".") or not _TAG.fullmatch(tag):
+        return None
+    return base[1:]
 
 
 def flush_to_disk(fd: int) -> None:
@@ -111,7 +127,7 @@ def create_json_once(path: str, obj: Any) -> bool:
 def _write_temp(path: str, data: bytes, durable: bool) -> str:
     """``data`` in a complete temp file beside ``path`` (flushed to disk when ``durable``): its name."""
     folder = os.path.dirname(path) or "."
-    temp = os.path.join(folder, f".{os.path.basename(path)}{INCOMPLETE}{uuid.uuid4().hex[:8]}")
+    temp = os.path.join(folder, temp_name(os.path.basename(path)))
     with naming(path):
         os.makedirs(folder, exist_ok=True)
         try:

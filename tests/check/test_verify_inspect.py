@@ -123,12 +123,12 @@ def test_verify_reports_each_kind_of_damage(built: Path) -> None:
     assert f"FAILED  {shard}: the manifest says" in _cli("verify", str(built))[1]
     shard.unlink()
     (built / "stray-00000-of-00001.tfrecord").write_bytes(b"")
-    (built / ".val-00000-of-00002.tfrecord.incomplete-1234").write_bytes(b"x")
+    (built / ".val-00000-of-00002.tfrecord.incomplete-1234abcd").write_bytes(b"x")
     code, output = _cli("verify", str(built))
     assert code == 1
     assert f"FAILED  {shard}: listed in the manifest but missing" in output
     assert "stray-00000-of-00001.tfrecord: a TFRecord file the manifest does not list" in output
-    assert ".incomplete-1234: temporary file of an interrupted build" in output
+    assert ".incomplete-1234abcd: temporary file of an interrupted build" in output
 
 
 def _header_claiming(length: int) -> bytes:

@@ -117,3 +117,34 @@ def test_layout_names_what_a_build_writes(built: Path) -> None:
     assert layout.lock_name(3) == "lock.node-3" and layout.is_node_lock(layout.lock_name(3)) and not layout.is_node_lock(layout.lock_name())
     state = read_state(str(built))
     assert state.plan == layout.plan_name(state.fingerprint) and {p.file for p in state.splits.values()} == {"train.plan", "val.plan"}
+
+
+def test_temp_files_are_the_temp_names_a_build_writes_wherever_it_writes_them(tmp_path: Path) -> None:
+    """The sweep a stopped build and its rerun make: shards, .idx, spread records, metadata at the
+    top, the state beside it, shard records in theirs; a node's own shards alone when asked."""
+    ours = [
+        ".train-00001-of-00004.tfrecord.incomplete-1a2b3c4d",
+        ".train-00001-of-00004.tfrecord.idx.incomplete-1a2b3c4d",
+        ".train-00001-of-00004.tfrecord.records.incomplete-1a2b3c4d",
+        ".val-00000-of-00001.tfrecord.gz.incomplete-00000000",
+        ".manifest.json.incomplete-1a2b3c4d",
+        ".image.labels.txt.incomplete-1a2b3c4d",
+        ".shardkit/.build.json.incomplete-1a2b3c4d",
+        ".shardkit/shards/.train-00001-of-00004.tfrecord.json.incomplete-1a2b3c4d",
+        ".shardkit/shards/.val-00000-of-00001.tfrecord.gz.json.incomplete-ffffffff",
+    ]
+    not_ours = [
+        ".notes.txt.incomplete-1a2b3c4d",  # not a name a build writes
+        "train-00001-of-00004.tfrecord.incomplete-1a2b3c4d",  # not hidden
+        ".train-00001-of-00004.tfrecord.incomplete-mine",  # not the 8 hex digits a writer adds
+        ".shardkit/.notes.json.incomplete-1a2b3c4d",
+        ".shardkit/shards/.notes.incomplete-1a2b3c4d",
+        ".shardkit/plan-0123456789abcdef/.train.plan.incomplete-1a2b3c4d",  # a plan is renamed in whole, never written here
+    ]
+    for name in ours + not_ours:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    assert layout.temp_files(str(tmp_path)) == sorted(str(tmp_path / n) for n in ours)
+    mine = [n for n in ours if "train-00001" in n]
+    assert layout.temp_files(str(tmp_path), ["train-00001-of-00004.tfrecord"]) == sorted(str(tmp_path / n) for n in mine)
+    assert layout.temp_files(str(tmp_path / "nowhere")) == []

@@ -16,6 +16,7 @@ import pytest
 
 import shardkit
 from shardkit.storage import location
+from tests.leftovers import private_tmpdir
 from tests.object_stores import Store
 
 SEG_OPTIONS = {"records_per_shard": 8, "workers": 2, "seed": 3, "progress": False}
@@ -178,14 +179,18 @@ def test_the_heartbeat_refreshes_the_lock_and_stops_when_taken_over(bucket: str)
 
 @pytest.mark.slow
 def test_kill_9_mid_build_then_resume_gives_the_records_of_an_uninterrupted_build(
-    augmented: Path, augmented_reference: Path, store: Store, bucket: str
+    augmented: Path, augmented_reference: Path, store: Store, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import tempfile
+
     out = f"{bucket}/out"
     command = [sys.executable, "-m", "shardkit.cli", "build", str(augmented), "-o", out, "-c", str(augmented / "config.yaml"),
                "--records-per-shard", "8", "-w", "2", "--seed", "11", "-q"]  # fmt: skip
+    tmpdir = tmp_path / "tmpdir"  # the build's and the resume's: where the shards are staged
     proc = subprocess.Popen(
-        command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, **store.env}
-    )
+        command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        env={**os.environ, **store.env, **private_tmpdir(tmpdir)},
+    )  # fmt: skip
     records = f"{out}/.shardkit/shards"
     deadline = time.monotonic() + 120
     while len(location.listdir(records)) < 3:
@@ -199,7 +204,10 @@ def test_kill_9_mid_build_then_resume_gives_the_records_of_an_uninterrupted_buil
     committed = set(location.listdir(records))
     shards = {n for n in location.listdir(out) if n.endswith(".tfrecord")}
     assert {f"{n}.json" for n in shards} >= committed  # a record is never there without its shard
+    staging = tmpdir / f"shardkit-staging-{os.getuid()}"
+    assert staging.is_dir()  # this build's staging folder, with the temp shards the kill cut short (if it met one)
 
+    monkeypatch.setattr(tempfile, "tempdir", str(tmpdir))
     result = shardkit.build(
         [augmented], out, config=str(augmented / "config.yaml"), records_per_shard=8, workers=2, seed=11, progress=False
     )  # the lock object of the killed build: its holder ran here and is gone, so it is taken at once
@@ -207,6 +215,7 @@ def test_kill_9_mid_build_then_resume_gives_the_records_of_an_uninterrupted_buil
     assert result.shards_built + result.shards_reused == 25
     assert _shards(_objects(out)) == _local_files(augmented_reference)
     assert shardkit.verify([str(augmented_reference)]).ok
+    assert not list(staging.iterdir())  # the temp shards the kill left, and this build's staging folder, are gone
 
 
 # -- more than one machine -----------------------------------------------------------------------------

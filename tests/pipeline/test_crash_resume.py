@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import shardkit
+from tests.leftovers import temp_names
 from tests.tfread import raw_records
 
 
@@ -60,6 +61,7 @@ def test_kill_9_then_resume_gives_identical_records(augmented: Path, augmented_r
     _wait_for_lock_free(out)
     assert not (out / "manifest.json").exists()
     committed = _shard_records(out)
+    plant_temps(out)
 
     config = str(augmented / "config.yaml")
     result = shardkit.build([augmented], out, config=config, records_per_shard=8, workers=2, seed=11, progress=False)
@@ -71,4 +73,28 @@ def test_kill_9_then_resume_gives_identical_records(augmented: Path, augmented_r
         [augmented], augmented_reference, config=str(augmented / "config.yaml"), records_per_shard=8, workers=2, seed=11, progress=False
     )
     assert result.manifest is not None and reference.manifest is not None and result.manifest.splits == reference.manifest.splits
-    assert not list(out.glob(".*incomplete*"))
+    assert temp_names(out) == NOT_OURS  # every temp name a build writes is gone, wherever it was; nothing else
+
+
+# What a kill -9 leaves where each atomic write of a build was cut short (storage.atomic's temp
+# names): planted after the kill, so that every kind is there whichever moment the kill met.
+KILLED_MID_WRITE = [
+    ".train-00003-of-00020.tfrecord.incomplete-0badc0de",
+    ".train-00003-of-00020.tfrecord.idx.incomplete-0badc0de",
+    ".train-00003-of-00020.tfrecord.records.incomplete-0badc0de",
+    ".manifest.json.incomplete-0badc0de",
+    ".errors.jsonl.incomplete-0badc0de",
+    ".dataset_info.json.incomplete-0badc0de",
+    ".mask.labels.txt.incomplete-0badc0de",
+    ".shardkit/.build.json.incomplete-0badc0de",
+    ".shardkit/shards/.test-00001-of-00003.tfrecord.json.incomplete-0badc0de",
+    ".shardkit/shards/.train-00003-of-00020.tfrecord.json.incomplete-0badc0de",
+]
+# Names a build does not write, however alike: a resume must leave them alone.
+NOT_OURS = [".notes.txt.incomplete-0badc0de", ".shardkit/shards/.train-00003-of-00020.tfrecord.json.incomplete-mine"]
+
+
+def plant_temps(out: Path) -> None:
+    for name in KILLED_MID_WRITE + NOT_OURS:
+        (out / name).parent.mkdir(exist_ok=True)  # before the first shard, no record folder yet
+        (out / name).write_bytes(b"half")

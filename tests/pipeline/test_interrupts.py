@@ -20,6 +20,7 @@ import pytest
 
 import shardkit
 from shardkit import demo
+from tests.leftovers import private_tmpdir, shardkit_names, temp_names
 from tests.paths import REPO
 from tests.tfread import raw_records
 
@@ -80,12 +81,14 @@ class Stopped:
     seconds: float  # from the signal to the command's exit
 
 
-def interrupt(argv: list[str], cwd: Path, ready: Callable[[int], bool], how: str) -> Stopped:
+def interrupt(argv: list[str], cwd: Path, ready: Callable[[int], bool], how: str, env: dict[str, str] | None = None) -> Stopped:
     """Run ``argv`` and, once ``ready(pid)``, stop it: ``ctrl-c`` types Ctrl-C into a real
     pseudo-terminal (SIGINT to the whole foreground process group), ``ctrl-c twice`` types it
-    twice, 50 ms apart, and ``sigterm`` signals the command's own process, as docker stop does."""
+    twice, 50 ms apart, and ``sigterm`` signals the command's own process, as docker stop does.
+    ``env``: more environment for the command."""
+    env = {**ENV, **(env or {})}
     if how == "sigterm":
-        proc = subprocess.Popen(argv, cwd=cwd, env=ENV, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True)  # fmt: skip
         wait_until(lambda: ready(proc.pid), lambda: proc.poll() is None, "the interrupt point")
         processes = descendants(proc.pid)
@@ -93,7 +96,7 @@ def interrupt(argv: list[str], cwd: Path, ready: Callable[[int], bool], how: str
         proc.send_signal(signal.SIGTERM)
         output, _ = proc.communicate(timeout=60)
         return Stopped(proc.returncode, output, processes, time.monotonic() - sent)
-    return _interrupt_in_terminal(argv, cwd, ready, presses=2 if how == "ctrl-c twice" else 1)
+    return _interrupt_in_terminal(argv, cwd, ready, env, presses=2 if how == "ctrl-c twice" else 1)
 
 
 def wait_until(ready: Callable[[], bool], still_running: Callable[[], bool], what: str, timeout: float = 120) -> None:
@@ -104,7 +107,7 @@ def wait_until(ready: Callable[[], bool], still_running: Callable[[], bool], wha
         time.sleep(0.01)
 
 
-def _interrupt_in_terminal(argv: list[str], cwd: Path, ready: Callable[[int], bool], presses: int) -> Stopped:
+def _interrupt_in_terminal(argv: list[str], cwd: Path, ready: Callable[[int], bool], env: dict[str, str], presses: int) -> Stopped:
     pid, fd = pty.fork()
     if pid == 0:  # the child: a session leader whose controlling terminal is the pty, in the foreground
         try:
@@ -112,7 +115,7 @@ def _interrupt_in_terminal(argv: list[str], cwd: Path, ready: Callable[[int], bo
             # As a terminal starts a program: a test run started in the background (`pytest &`
             # from a script) inherits Ctrl-C ignored, and an exec keeps it ignored.
             signal.signal(signal.SIGINT, signal.SIG_DFL)
-            os.execve(argv[0], argv, ENV)
+            os.execve(argv[0], argv, env)
         finally:
             os._exit(127)
     screen = bytearray()
@@ -169,12 +172,18 @@ def kept_line(out: Path, shards: int = SHARDS, node: str = "") -> str:
 
 
 def assert_resumes_to_the_reference(augmented: Path, out: Path, augmented_reference: Path) -> None:
-    assert not list(out.glob(".*incomplete*"))
+    assert not temp_names(out)
     result = build_in_process(augmented, out)
     assert result.shards_built + result.shards_reused == SHARDS
     for split in ("train", "val"):
         assert raw_records(str(out), split) == raw_records(str(augmented_reference), split)
     assert shardkit.verify([str(out)]).ok
+    assert not temp_names(out)
+
+
+# A shard's record as a pool worker stopped inside its atomic write leaves it (storage.atomic's
+# temp name): planted while the build runs, so that the stop always meets one, not one run in two.
+MID_WRITE = ".train-00002-of-00020.tfrecord.json.incomplete-0badc0de"
 
 
 SIGNALLED = {"ctrl-c": 130, "ctrl-c twice": 130, "sigterm": 143}
@@ -184,9 +193,18 @@ SIGNALLED = {"ctrl-c": 130, "ctrl-c twice": 130, "sigterm": 143}
 @pytest.mark.parametrize(("how", "workers"), [("ctrl-c", "2"), ("ctrl-c", "1"), ("ctrl-c twice", "2"), ("sigterm", "2")])
 def test_an_interrupted_build_says_what_it_kept(augmented: Path, augmented_reference: Path, tmp_path: Path, how: str, workers: str) -> None:
     out = tmp_path / "out"
-    stopped = interrupt(build_command(augmented, out, "-w", workers), tmp_path, lambda pid: shard_records(out) >= 3, how)
+
+    def ready(pid: int) -> bool:
+        if shard_records(out) < 3:
+            return False
+        (out / ".shardkit" / "shards" / MID_WRITE).write_text('{"name": "train-00002-of')
+        return True
+
+    tmpdir = tmp_path / "tmpdir"
+    stopped = interrupt(build_command(augmented, out, "-w", workers), tmp_path, ready, how, private_tmpdir(tmpdir))
     kept = re.fullmatch(kept_line(out), assert_stopped_cleanly(stopped, SIGNALLED[how]))
     assert kept, stopped.output
+    assert not temp_names(out) and not shardkit_names(tmpdir)  # at the exit: the workers were gone before the sweep
     assert int(kept.group(1)) == shard_records(out) >= 3
     if workers == "2":
         assert len(stopped.processes) >= 2  # the pool's workers were running, and are gone
@@ -204,7 +222,7 @@ def test_sigterm_to_a_batch_node(augmented: Path, augmented_reference: Path, tmp
         assert done.returncode == 0, done.stderr
     for split in ("train", "val"):
         assert raw_records(str(out), split) == raw_records(str(augmented_reference), split)
-    assert not list(out.glob(".*incomplete*"))
+    assert not temp_names(out)
 
 
 PREPROCESS = """\
@@ -300,7 +318,7 @@ def test_a_full_disk_is_one_line_and_the_resume_completes(augmented: Path, augme
         )
         assert re.fullmatch(rf"Error: no space left on device writing {re.escape(str(out))}/\S+: (\d+) of {SHARDS} shards finished and "
                             "kept; free space and rerun the same command to resume", error), error  # fmt: skip
-        assert not list(out.glob(".*incomplete*"))
+        assert not temp_names(out)
         subprocess.run(["mount", "-o", "remount,size=64m", str(disk)], check=True)
         assert_resumes_to_the_reference(augmented, out, augmented_reference)
 

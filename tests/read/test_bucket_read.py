@@ -117,10 +117,10 @@ def test_verify_fails_on_a_corrupted_object_and_on_a_missing_one(store: Store, r
     ]
     # A stray TFRecord object and an interrupted build's temporary object are named too.
     fs.pipe_file(_key(f"{remote}/stray-00000-of-00001.tfrecord"), b"")
-    fs.pipe_file(_key(f"{remote}/.val-00000-of-00001.tfrecord.incomplete-1234"), b"x")
+    fs.pipe_file(_key(f"{remote}/.val-00000-of-00001.tfrecord.incomplete-1234abcd"), b"x")
     problems = verify([remote]).problems
     assert f"{remote}/stray-00000-of-00001.tfrecord: a TFRecord object the manifest does not list" in problems
-    assert any(p.startswith(f"{remote}/.val-00000-of-00001.tfrecord.incomplete-1234: temporary object") for p in problems)
+    assert any(p.startswith(f"{remote}/.val-00000-of-00001.tfrecord.incomplete-1234abcd: temporary object") for p in problems)
 
 
 def test_a_plain_object_is_checked_against_its_idx(store: Store, remote: str) -> None:

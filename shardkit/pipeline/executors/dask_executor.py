@@ -3,7 +3,9 @@
 Any deployment works (``dask scheduler`` + ``dask worker`` by hand, dask-jobqueue, Kubernetes).
 The parent keeps the progress bar (per record, through Dask's event topics), collects the
 per-shard results and writes the manifest. Dask cannot stop a running task, so a failed build
-cancels the rest and waits for its running tasks before it returns.
+cancels the rest, tells every worker that this run's tasks are to stop (a running one ends at its
+next record, one not begun yet ends as it begins), and returns only once no worker holds any of
+its tasks: nothing of it writes into OUT after that.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ from shardkit.version import __version__
 # Keys of the shardkit tasks executing in this Dask worker process (its threads), so that a
 # failed build can wait for them: Dask cannot stop a task that already runs.
 _dask_running: set[str] = set()
+# Runs (one per build call: its progress topic) whose build failed: their tasks stop at the next
+# record, or as they begin. A few bytes per failed build, for the life of the worker process.
+_dask_stopped: set[str] = set()
 _dask_running_lock = threading.Lock()
 
 
@@ -38,11 +43,16 @@ def _run_on_dask(task: ShardTask, key: str, topic: str, profile: bool) -> ShardR
     def tick(n: int) -> None:  # Dask's event log carries it to the client that subscribed
         worker.log_event(topic, [key, n])
 
+    def stop() -> None:  # a set lookup, between records
+        if topic in _dask_stopped:
+            raise WorkerError(f"{task.name}: stopped, the build it belongs to failed")
+
     with _dask_running_lock:
+        stop()  # begun after its build failed: nothing written
         _dask_running.add(key)
     try:
         with _dask_shard_work(worker, task.settings.config.augment is not None, profile):
-            return run_task(task, tick, tick_every=1.0)
+            return run_task(task, tick, tick_every=1.0, stop=stop)
     finally:
         with _dask_running_lock:
             _dask_running.discard(key)
@@ -80,9 +90,15 @@ def _pause_profiler(worker: Any) -> Callable[[], None]:
     return lambda: worker.loop.add_callback(start)
 
 
-def _still_running(keys: Sequence[str]) -> list[str]:
+def _stop_run(topic: str, keys: Sequence[str], dask_worker: Any = None) -> list[str]:
+    """On a Dask worker: stop run ``topic``'s tasks; the keys of ``keys`` it still holds, in any
+    state (a task taken but not begun yet, one running, or cancelled and running on)."""
     with _dask_running_lock:
-        return [k for k in keys if k in _dask_running]
+        _dask_stopped.add(topic)
+        running = {k for k in keys if k in _dask_running}
+    state = getattr(dask_worker, "state", None)
+    held = getattr(state, "tasks", {})  # read on the worker's event loop, which owns it
+    return sorted(running | {k for k in keys if k in held})
 
 
 class DaskExecutor:
@@ -144,7 +160,7 @@ class DaskExecutor:
                     results.append(result)
             except BaseException:
                 client.cancel(futures)  # type: ignore[no-untyped-call]
-                self._wait_for_running(client, keys)
+                self._stop(client, topic, keys)
                 raise
             finally:
                 with contextlib.suppress(Exception):  # a lost connection must not hide the build's own error
@@ -189,17 +205,21 @@ class DaskExecutor:
             ) from None
         return result
 
-    def _wait_for_running(self, client: Any, keys: Sequence[str]) -> None:
-        """Cancelled tasks that already run go on to the end of their shard: wait for them (up to
+    def _stop(self, client: Any, topic: str, keys: Sequence[str]) -> None:
+        """After ``cancel``: return only once no worker holds a task of this run (up to
         ``stop_timeout``), so that once the build returns, and its lock is released, nothing of it
-        writes into OUT. Past the timeout, a straggler still cannot commit into another build."""
+        writes into OUT. Dask's cancel is a message the scheduler reads later, and a task a worker
+        has taken runs on however cancelled: each worker is told to stop the run's tasks, and asked
+        until it holds none. Past the timeout, a straggler still cannot commit into another build."""
         deadline = time.monotonic() + self.stop_timeout
         while time.monotonic() < deadline:
-            try:  # a worker that cannot answer (it died) runs nothing of ours: "ignore" leaves it out
-                running = client.run(_still_running, list(keys), on_error="ignore")
+            try:  # the scheduler first: a key it has forgotten goes to no worker after the workers answer
+                queued = client.run_on_scheduler(_known_to_scheduler, list(keys))
+                # Every worker the scheduler knows; one that cannot answer may be busy, not gone: asked again.
+                held = client.run(_stop_run, topic, list(keys), on_error="return")
             except Exception:  # the scheduler went away: nothing left to wait for that we can see
                 return
-            if not any(running.values()):
+            if not queued and all(isinstance(h, list) and not h for h in held.values()):
                 return
             time.sleep(0.1)
 
@@ -232,6 +252,12 @@ class _DaskProgress:
             settle = records - self._ticked.pop(key, 0)
             if settle:
                 self._on_progress(settle)
+
+
+def _known_to_scheduler(keys: Sequence[str], dask_scheduler: Any = None) -> list[str]:
+    """On the scheduler: those of ``keys`` it has not forgotten yet (it may still send them to a worker)."""
+    tasks = getattr(dask_scheduler, "tasks", {})
+    return [k for k in keys if k in tasks]
 
 
 def _check_versions(found: dict[str, Any]) -> None:

@@ -35,6 +35,7 @@ from shardkit.pipeline.shard.records import RecordMaker
 from shardkit.storage import atomic, location
 
 Progress = Callable[[int], None]
+Stop = Callable[[], None]  # called between records: raises to stop the shard (its temp files go)
 
 
 def _covers(entries: list[tuple[str, int]]) -> tuple[tuple[str, int, int], ...]:
@@ -78,9 +79,9 @@ class _Spread:
         atomic.remove_quietly(self.path)
 
 
-def run_task(task: ShardTask, progress: Progress | None = None, tick_every: float = 0.2) -> ShardResult:
+def run_task(task: ShardTask, progress: Progress | None = None, tick_every: float = 0.2, stop: Stop | None = None) -> ShardResult:
     """Write one shard to a temporary name, fsync it, rename it into place (or upload it), save its record."""
-    written = write_shard(task, progress, tick_every)
+    written = write_shard(task, progress, tick_every, stop)
     written.commit()
     return written.result
 
@@ -112,7 +113,7 @@ class WrittenShard:
         atomic.remove_quietly(self.temp)
 
 
-def write_shard(task: ShardTask, progress: Progress | None = None, tick_every: float = 0.2) -> WrittenShard:
+def write_shard(task: ShardTask, progress: Progress | None = None, tick_every: float = 0.2, stop: Stop | None = None) -> WrittenShard:
     """Encode one shard's records into a local temp file (flushed to disk when the build fsyncs); commit nothing."""
     started = time.perf_counter()
     settings = task.settings
@@ -122,7 +123,7 @@ def write_shard(task: ShardTask, progress: Progress | None = None, tick_every: f
     rule = settings.read_rule(task.sources)
     batches = BatchMaker(settings.config, task.sources, settings.on_error, rule) if batched(settings.config, task.sources) else None
     maker = RecordMaker(settings.config, settings.seed, rule) if batches is None else None
-    tally = _Tally(progress, tick_every, keeps_inputs=not settings.shuffle)
+    tally = _Tally(progress, tick_every, keeps_inputs=not settings.shuffle, stop=stop)
     spread = None
     try:
         if location.is_url(settings.out_dir):  # a local staging folder, also on a Dask worker that never planned
@@ -183,8 +184,9 @@ def write_shard(task: ShardTask, progress: Progress | None = None, tick_every: f
 class _Tally:
     """What a shard's record keeps of the entries written so far, and the progress ticks."""
 
-    def __init__(self, progress: Progress | None, tick_every: float, keeps_inputs: bool) -> None:
+    def __init__(self, progress: Progress | None, tick_every: float, keeps_inputs: bool, stop: Stop | None = None) -> None:
         self.progress = progress
+        self.stop = stop
         self.tick_every = tick_every
         self.keeps_inputs = keeps_inputs  # unshuffled: which input lines the shard covers
         self.inputs: list[tuple[str, int]] = []
@@ -193,6 +195,8 @@ class _Tally:
         self.last_tick = time.monotonic()
 
     def add(self, records: int, inputs: list[tuple[str, int]], skipped: list[tuple[str, int, str]]) -> None:
+        if self.stop is not None:
+            self.stop()
         if self.keeps_inputs:
             self.inputs += inputs
         self.skipped += [(source, line, cut(reason)) for source, line, reason in skipped]  # the shard's record keeps them

@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 from collections.abc import Iterator
 
+from shardkit import interrupts
 from shardkit.errors import Interrupted, ShardkitError, WriteError
 from shardkit.pipeline.state import resume
 
@@ -44,7 +45,10 @@ def reporting(progress: Progress) -> Iterator[None]:
     try:
         yield
     except KeyboardInterrupt as exc:
-        kept = progress.kept()
+        # The work has stopped and its temp files are gone: a second Ctrl-C while the kept shards
+        # are counted (milliseconds, reading their records) must not cut this line short.
+        with interrupts.ignoring():
+            kept = progress.kept()
         if kept is None:
             raise Interrupted.after(exc, "interrupted before any shard was started; run the same command to start (or resume)") from exc
         raise Interrupted.after(exc, f"interrupted: {kept} in {progress.out_dir}; run the same command to resume") from exc

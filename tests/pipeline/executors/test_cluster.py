@@ -22,6 +22,7 @@ from shardkit import demo
 from shardkit.check.verify import verify
 from shardkit.errors import EntryError, OutputError
 from shardkit.pipeline.executors import malloc
+from tests.leftovers import temp_names
 from tests.paths import REPO
 from tests.tfread import raw_records
 
@@ -158,14 +159,7 @@ def test_dask_progress_per_record_and_a_failed_build_leaves_nothing_running(
 
     from shardkit.pipeline.executors import dask_executor
 
-    bad = tmp_path / "data"
-    bad.mkdir()
-    lines = [
-        line if line.startswith("#") else " ".join(str(data / p) for p in line.split())
-        for line in (data / "train_0.txt").read_text().splitlines()
-    ]
-    lines[6] = f"{data / 'nowhere.jpg'} {lines[6].split()[1]}"  # shard 0 of 2 fails early, shard 1 runs on
-    (bad / "train_0.txt").write_text("\n".join(lines) + "\n")
+    bad = failing_input(data, tmp_path / "data")
     events: list[Any] = []
     event = dask_executor._DaskProgress.event
     monkeypatch.setattr(dask_executor._DaskProgress, "event", lambda self, e: (events.append(e), event(self, e)))
@@ -181,7 +175,58 @@ def test_dask_progress_per_record_and_a_failed_build_leaves_nothing_running(
         with Client(address, timeout=60) as client:  # the build returned only once its running tasks ended
             running = client.run(lambda: sorted(importlib.import_module("shardkit.pipeline.executors.dask_executor")._dask_running))
         assert not any(running.values()), running
-        assert not list((tmp_path / "bad").glob(".*incomplete*"))
+        assert not temp_names(tmp_path / "bad")
+
+
+def failing_input(data: Path, folder: Path) -> Path:
+    """``data``'s train list with a missing image on line 7: shard 0 of 2 fails early, shard 1 runs on."""
+    folder.mkdir()
+    lines = [
+        line if line.startswith("#") else " ".join(str(data / p) for p in line.split())
+        for line in (data / "train_0.txt").read_text().splitlines()
+    ]
+    lines[6] = f"{data / 'nowhere.jpg'} {lines[6].split()[1]}"
+    (folder / "train_0.txt").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+@pytest.mark.slow
+def test_a_failed_dask_build_returns_only_once_nothing_of_it_can_write(data: Path, tmp_path: Path) -> None:
+    """A shard task that a worker has taken but not yet begun when the build fails (a worker swapped
+    out under memory pressure, seen once in CI) ran on after the build had returned, and committed
+    its shard into OUT. Here the worker is made that slow to begin the task: the failed build must
+    not return while it may still start, and the task must write nothing when it does."""
+    from distributed import Client
+
+    def begin_shard_1_late() -> None:  # on each worker, pickled by value: its task function, slowed
+        module = importlib.import_module("shardkit.pipeline.executors.dask_executor")
+        original = module._run_on_dask
+
+        def late(task: Any, key: str, *args: Any) -> Any:
+            if ".00001." in key:
+                time.sleep(5)
+            return original(task, key, *args)
+
+        module._run_on_dask = late
+
+    bad = failing_input(data, tmp_path / "data")
+    out = tmp_path / "bad"
+    with dask_cluster(2) as (address, _):
+        with Client(address, timeout=60) as client:  # warm, so that shard 0 fails within a second
+            client.run(lambda: [importlib.import_module(m) for m in ("albumentations", "cv2", "shardkit.pipeline.shard.augment")])
+            client.run(begin_shard_1_late)
+        started = time.monotonic()
+        with pytest.raises(EntryError, match=r"train_0.txt:7: image: .*nowhere.jpg"):
+            shardkit.build([bad], out, config=str(data / "config.yaml"), executor=DaskExecutorFor(address),
+                           **{**BUILD, "records_per_shard": 30})  # fmt: skip
+        returned = time.monotonic() - started
+        written = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+        time.sleep(8)  # the slowed task has begun and, were it not stopped, finished its 30 entries
+        assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) == written, f"returned after {returned:.1f} s"
+        with Client(address, timeout=60) as client:
+            running = client.run(lambda: sorted(importlib.import_module("shardkit.pipeline.executors.dask_executor")._dask_running))
+        assert not any(running.values()), running
+    assert not [n for n in written if "tfrecord" in n and "lock" not in n], written  # no shard of it, finished or not
 
 
 @pytest.mark.slow
@@ -209,7 +254,7 @@ def test_sigterm_to_a_dask_build_cancels_waits_and_says_what_is_kept(data: Path,
         with Client(address, timeout=60) as client:  # the cancelled build returned only once its running tasks ended
             running = client.run(lambda: sorted(importlib.import_module("shardkit.pipeline.executors.dask_executor")._dask_running))
         assert not any(running.values()), running
-        assert not list(out.glob(".*incomplete*"))
+        assert not temp_names(out)
         shardkit.build([data], out, config=str(data / "config.yaml"), executor=DaskExecutor(address), **BUILD)
     same_records(out, local)
 
