@@ -96,7 +96,7 @@ def is_written(relative: str) -> bool:
     """Whether the path ``relative`` (to OUT) is one a build writes, replaces or deletes: a built
     name or a temp name at OUT's top, or anything under ``.shardkit/``."""
     top, _, rest = relative.partition("/")
-    return top == STATE_DIR or (not rest and (is_built_name(top) or INCOMPLETE in top))
+    return top == STATE_DIR or (not rest and (is_built_name(top) or is_temp_name(top)))
 
 
 def manifest_path(out: str) -> str:

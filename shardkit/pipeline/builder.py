@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from shardkit import interrupts
 from shardkit.errors import StateError, WriteError
 from shardkit.features.registry import kind_named
 from shardkit.output import layout
@@ -160,7 +159,7 @@ def build_with(indexes: Sequence[str | Path], out: str | Path, options: BuildOpt
         with contextlib.ExitStack() as held:
             bucket_lock = _lock(held, out_dir, num_nodes, node_index)
             # Runs before the lock is released, however the build ends: the executor's workers are gone by then.
-            held.callback(_remove_temps, out_dir, reached, num_nodes)
+            held.callback(stopped.remove_temps, out_dir, reached, num_nodes)
             if num_nodes == 1:
                 shutil.rmtree(layout.scratch_dir(out_dir), ignore_errors=True)  # a killed build's half plan: ours alone
             state = resume.prepare_state(out_dir, fingerprint, cfg, parameters, inputs, options.overwrite, multi_node=num_nodes > 1)
@@ -241,20 +240,6 @@ def finalize(out: str | Path, fsync: bool = True) -> BuildResult:
             )
         made = _publish_outputs(out_dir, state, list(finished.values()), {"finalized": True}, fsync)
     return BuildResult(out_dir, made, 0, len(finished), made.totals.records, 0, made.skipped, time.perf_counter() - started)
-
-
-def _remove_temps(out_dir: str, reached: stopped.Progress, num_nodes: int) -> None:
-    """Temp files of a build that stopped mid-way, or of a killed one before it, wherever in OUT a
-    build writes them (and a bucket build's staging folder, once empty). A node's own alone: other
-    nodes may be writing theirs, and the files all nodes share."""
-    if num_nodes > 1 and reached.names is None:
-        return
-    with interrupts.held():  # a second Ctrl-C must not cut the sweep short
-        for temp in layout.temp_files(out_dir, None if num_nodes == 1 else reached.names):
-            atomic.remove_quietly(temp)  # a task still running elsewhere may have removed its own
-        if num_nodes == 1 and location.is_url(out_dir):
-            with contextlib.suppress(OSError):
-                os.rmdir(layout.work_dir(out_dir))
 
 
 def _plan(out_dir: str, state: BuildState, splits: dict[str, SplitInput], cfg: Config, options: BuildOptions, processes: int) -> BuildState:

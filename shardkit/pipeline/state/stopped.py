@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 from collections.abc import Iterator
 
 from shardkit import interrupts
 from shardkit.errors import Interrupted, ShardkitError, WriteError
+from shardkit.output import layout
 from shardkit.pipeline.state import resume
+from shardkit.storage import atomic, location
 
 
 @dataclasses.dataclass
@@ -57,3 +60,17 @@ def reporting(progress: Progress) -> Iterator[None]:
         if kept is None or exc.kept is not None:
             raise
         raise WriteError(exc.path, exc.reason, exc.code, kept) from exc
+
+
+def remove_temps(out_dir: str, reached: Progress, num_nodes: int) -> None:
+    """Temp files of a build that stopped mid-way, or of a killed one before it, wherever in OUT a
+    build writes them (and a bucket build's staging folder, once empty). A node's own alone: other
+    nodes may be writing theirs, and the files all nodes share."""
+    if num_nodes > 1 and reached.names is None:
+        return
+    with interrupts.held():  # a second Ctrl-C must not cut the sweep short
+        for temp in layout.temp_files(out_dir, None if num_nodes == 1 else reached.names):
+            atomic.remove_quietly(temp)  # a task still running elsewhere may have removed its own
+        if num_nodes == 1 and location.is_url(out_dir):
+            with contextlib.suppress(OSError):
+                os.rmdir(layout.work_dir(out_dir))

@@ -6,6 +6,7 @@ error naming the list and its line; a bad ``data.yaml`` is one line naming its l
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -103,3 +104,19 @@ def test_names_keyed_by_strings_of_integers_are_read_as_ultralytics_reads_them(t
     with pytest.raises(ShardkitError) as refused:
         shardkit.build([data], tmp_path / "bad", workers=1, progress=False)
     assert str(refused.value) == f"{data}: names: the key 'cat' is not a class index: the keys are YOLO's classes, 0 to 1"
+
+
+def test_an_image_whose_name_is_not_utf8_in_a_split_folder_is_one_line_naming_it(tmp_path: Path) -> None:
+    """A name's bytes that are not UTF-8 (an archive made on an old Windows) reach a record's text
+    features as lone surrogates: one line naming the file, where it was a traceback."""
+    root = tmp_path / "set"
+    (root / "images" / "train").mkdir(parents=True)
+    photo(root / "images" / "train" / "a.jpg", 16, 12, 0)
+    photo(Path(os.fsdecode(bytes(root / "images" / "train") + b"/caf\xe9.jpg")), 16, 12, 1)
+    (root / "data.yaml").write_text("path: .\ntrain: images/train\nnames: [cat]\n")
+    before = digests(root)
+    line = one_line_error(run_cli(["build", root, "-o", tmp_path / "out"], tmp_path))
+    assert line.startswith(f"Error: {root / 'data.yaml'}:2: ") and line.endswith(
+        "caf\\xe9.jpg is not UTF-8 text (a file name's bytes, most often): rename the file"
+    )
+    assert digests(root) == before

@@ -150,5 +150,5 @@ def test_spreadsheet_bom_and_hostile_jsonl_values(tmp_path: Path) -> None:
     reasons = [e.reason for e in errors]
     assert reasons[0].startswith("f: 111") and reasons[0].endswith("is not a valid float")
     assert reasons[1] == "f: value out of float32 range"
-    assert reasons[2] == "s: text is not valid Unicode (a lone surrogate)"
+    assert reasons[2] == "s: \\ud800 is not UTF-8 text (a file name's bytes, most often): rename the file"
     assert reasons[3].startswith("not valid JSON")
