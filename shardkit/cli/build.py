@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from shardkit.cli.options import QUIET, PathOrURL, node_share
+from shardkit.cli.options import ALLOW_OUTSIDE_ROOT, ALLOW_SCHEME, QUIET, PathOrURL, node_share
 from shardkit.cli.reporting import friendly_errors
 from shardkit.output import layout
 from shardkit.units import plural
@@ -34,19 +34,8 @@ from shardkit.units import plural
     help="Resolve the inputs' relative image paths against this folder (default: the input's own folder; for COCO, "
     "the standard layout's image folder).",
 )
-@click.option(
-    "--allow-outside-root",
-    is_flag=True,
-    help="Read files that annotation files and tables name outside their dataset's root (an absolute path, ../, "
-    "a link leading out). Off: such an entry is refused; see docs/building.md, 'What a build reads'.",
-)
-@click.option(
-    "--allow-scheme",
-    "allow_schemes",
-    multiple=True,
-    metavar="SCHEME",
-    help="Read URLs of this scheme too (e.g. http), besides gs:// and s3:// (repeatable).",
-)
+@ALLOW_OUTSIDE_ROOT
+@ALLOW_SCHEME
 @click.option("--ignore", multiple=True, metavar="PATTERN", help="Skip index files whose name matches this glob (repeatable).")
 @click.option(
     "--records-per-shard",

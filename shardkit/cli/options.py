@@ -68,6 +68,20 @@ READ_COMPRESSION = click.option(
 )
 AS_JSON = click.option("--json", "as_json", is_flag=True, help="One JSON document instead of text.")
 QUIET = click.option("-q", "--quiet", is_flag=True, help="No progress bar and no summary.")
+# What a build (and a preview of one) may read: docs/building.md, 'What a build reads'.
+ALLOW_OUTSIDE_ROOT = click.option(
+    "--allow-outside-root",
+    is_flag=True,
+    help="Read files that annotation files and tables name outside their dataset's root (an absolute path, ../, "
+    "a link leading out). Off: such an entry is refused; see docs/building.md, 'What a build reads'.",
+)
+ALLOW_SCHEME = click.option(
+    "--allow-scheme",
+    "allow_schemes",
+    multiple=True,
+    metavar="SCHEME",
+    help="Read URLs of this scheme too (e.g. http), besides gs:// and s3:// (repeatable).",
+)
 
 
 def workers(what: str) -> Callable[[F], F]:

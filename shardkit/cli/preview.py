@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from shardkit.cli.options import PathOrURL
+from shardkit.cli.options import ALLOW_OUTSIDE_ROOT, ALLOW_SCHEME, PathOrURL
 from shardkit.cli.reporting import friendly_errors
 
 
@@ -21,6 +21,8 @@ from shardkit.cli.reporting import friendly_errors
     help="Where the inputs' relative image paths resolve, as build's --image-root (before a build).",
 )
 @click.option("--split", help="The split to show (default: every split's inputs before a build; the first split after).")
+@ALLOW_OUTSIDE_ROOT
+@ALLOW_SCHEME
 @click.option("--ignore", multiple=True, metavar="PATTERN", help="Skip index files whose name matches, as build does (repeatable).")
 @click.option("-n", "count", type=click.IntRange(min=1), help="Entries before a build (default 6), records after one (default 16).")
 @click.option("--copies", type=click.IntRange(0, 16), default=4, show_default=True, help="Augmented copies drawn beside each original.")
@@ -34,6 +36,8 @@ def preview(
     from_folder: str | None,
     image_root: str | None,
     split: str | None,
+    allow_outside_root: bool,
+    allow_schemes: tuple[str, ...],
     ignore: tuple[str, ...],
     count: int | None,
     copies: int,
@@ -62,5 +66,7 @@ def preview(
         seed=seed,
         labels=labels,
         image_root=image_root,
+        allow_outside_root=allow_outside_root,
+        allow_schemes=allow_schemes,
     )
     click.echo(f"wrote {picture} ({image.width}x{image.height})")

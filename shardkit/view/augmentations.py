@@ -33,6 +33,7 @@ from shardkit.pipeline.inputs.splits import SplitInput
 from shardkit.pipeline.options import check_inputs
 from shardkit.pipeline.prepare import prepare
 from shardkit.pipeline.shard.records import RecordMaker
+from shardkit.storage.boundary import Boundary
 from shardkit.view import sheet
 from shardkit.view.records import decode_mask, decode_picture
 
@@ -81,11 +82,13 @@ def augmentation_records(
     seed: int = 0,
     full: bool = True,
     image_root: str | Path | None = None,
+    allow_outside_root: bool = False,
+    allow_schemes: Sequence[str] = (),
 ) -> AugmentationPreview:
     """``entries`` entries spread evenly over the inputs (in input order, splits one after the
     other, first and last included), each with its original record and ``copies`` augmented ones,
-    made by the build's own code with ``seed`` (``image_root`` as the build's). Raises the build's
-    errors for bad inputs."""
+    made by the build's own code with ``seed`` (``image_root``, and what it may read, as the
+    build's). Raises the build's errors for bad inputs."""
     check_inputs(indexes, from_folder)
     if entries < 1:
         raise UsageError("-n must be at least 1")
@@ -110,8 +113,9 @@ def augmentation_records(
     cfg = cfg.with_classes(classes)
     augment = cfg.augment
     shown = cfg if augment is None else _with_copies(cfg, copies)
-    maker = RecordMaker(shown, seed)
-    fallback = None if augment is None or copies <= augment.copies else RecordMaker(_with_copies(cfg, augment.copies), seed)
+    rule = Boundary({s.path: s.root for part in splits.values() for s in part.sources}, allow_schemes, allow_outside_root)
+    maker = RecordMaker(shown, seed, rule)
+    fallback = None if augment is None or copies <= augment.copies else RecordMaker(_with_copies(cfg, augment.copies), seed, rule)
     previewed = []
     for split_name, row in chosen:
         entry = to_entry(row, cfg, splits[split_name].sources[_position(splits[split_name], row)].folder)
@@ -145,12 +149,14 @@ def augmentation_sheet(
     copies: int = 4,
     seed: int = 0,
     image_root: str | Path | None = None,
+    allow_outside_root: bool = False,
+    allow_schemes: Sequence[str] = (),
 ) -> Image.Image:
     """The contact sheet of ``augmentation_records``: one row per entry, the original then its
     copies; originals alone (a config with no augment section) in a grid."""
     preview = augmentation_records(
         indexes, config=config, from_folder=from_folder, split=split, ignore=ignore, entries=entries, copies=copies, seed=seed, full=False,
-        image_root=image_root,
+        image_root=image_root, allow_outside_root=allow_outside_root, allow_schemes=allow_schemes,
     )  # fmt: skip
     rows = sheet_rows(preview)
     if len(rows) > 1 and all(len(row) == 1 for row in rows):  # originals alone (no augment section): a grid, not a column

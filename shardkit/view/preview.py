@@ -40,6 +40,8 @@ def preview(
     seed: int = 0,
     labels: bool = False,
     image_root: str | Path | None = None,
+    allow_outside_root: bool = False,
+    allow_schemes: Sequence[str] = (),
 ) -> Image.Image:
     """A contact sheet of ``paths`` as a PIL image (notebooks show it inline), also written to
     ``out`` when given: a ``.png``, ``.jpg`` or ``.webp`` path that is none of the inputs (else a
@@ -48,7 +50,7 @@ def preview(
     Before a build (index files, or ``from_folder``): ``count`` entries (6, at most 64) spread over
     the inputs (of ``split``, when given; ``ignore`` as the build's), each as the original and
     ``copies`` (at most 16) augmented copies: for a given ``seed``, the pixels the build writes
-    (``image_root``: where the inputs' relative image paths resolve, as the build's).
+    (``image_root``, ``allow_outside_root``, ``allow_schemes``: as the build's).
     After one (an output, TFRecord files): ``count`` records (16) sampled with ``seed``, or with
     ``labels`` the class counts per split and their spread over shards.
     """
@@ -68,7 +70,7 @@ def preview(
         folder = None if from_folder is None else os.fspath(from_folder)
         picture = augmentation_sheet(
             names, config=config, from_folder=folder, split=split, ignore=ignore, entries=count or ENTRIES, copies=copies, seed=seed,
-            image_root=image_root,
+            image_root=image_root, allow_outside_root=allow_outside_root, allow_schemes=allow_schemes,
         )  # fmt: skip
     else:
         from shardkit.view.records import record_sheet

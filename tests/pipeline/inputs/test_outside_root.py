@@ -225,3 +225,16 @@ def test_the_boundary_follows_links_and_keeps_to_its_root(tmp_path: Path) -> Non
     assert in_bucket.refusal("s3://b/other/x.jpg", "s3://b/ds/a.json") is not None
     assert in_bucket.refusal("s3://b/ds/../other/x.jpg", "s3://b/ds/a.json") is not None
     assert in_bucket.refusal("/etc/passwd", "s3://b/ds/a.json") is not None
+
+
+def test_a_preview_reads_only_what_the_build_may_read(tmp_path: Path, secret: Path) -> None:
+    """A preview draws what the build would write: a picture is shared as readily as shards."""
+    annotations = coco_naming(tmp_path, str(secret))
+    before = digests(tmp_path / "data", secret)
+    picture = tmp_path / "look.png"
+    line = one_line_error(run_cli(["preview", annotations, "-o", picture], tmp_path))
+    assert f"{annotations.name}:2:" in line and str(secret) in line and FLAG in line
+    assert not picture.exists()
+    allowed = run_cli(["preview", annotations, "-o", picture, FLAG], tmp_path)
+    assert allowed.returncode == 0, allowed.stderr
+    assert picture.exists() and digests(tmp_path / "data", secret) == before
