@@ -59,6 +59,7 @@ _LABELS = ".labels.txt"
 _SCRATCH = "tmp"
 # What a build writes at OUT's top (and --overwrite may delete): shards with their .idx, and the metadata.
 LABEL_MAP = "label_map.pbtxt"  # the TF Object Detection API's label map, for a build with objects
+METADATA_NAMES = (MANIFEST, ERRORS, DATASET_INFO, FEATURES, LABEL_MAP)  # beside the shards and the class lists
 _BUILT = (
     "*-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9].tfrecord*",
     MANIFEST,

@@ -123,3 +123,28 @@ def test_a_build_beside_its_inputs_still_resumes_and_overwrites_its_own(data: Pa
     assert again.returncode == 0 and "built 0 shards, 2 kept" in again.stdout
     replaced = run_cli(["build", data, "-o", data / "shards", "--seed", "3", "--overwrite", "-q"], data.parent)
     assert replaced.returncode == 0, replaced.stderr
+
+
+def test_overwrite_deletes_only_what_a_build_it_recognizes_wrote(data: Path, tmp_path: Path) -> None:
+    """Files named like a build's outputs but with no build state are anyone's (here a listed
+    input); beside a build, only the names that build writes go."""
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "features.json").write_text('{"mine": true}')
+    (tmp_path / "idx").mkdir()
+    (tmp_path / "idx" / "blobs.csv").write_text("image,blob\n../data/images/train_00000.jpg,../o/features.json\n")
+    (tmp_path / "blobs.yaml").write_text("features:\n  image: {kind: image, column: image}\n  blob: {kind: bytes, column: blob}\n")
+    before = digests(out / "features.json")
+    args = ["build", tmp_path / "idx" / "blobs.csv", "-c", tmp_path / "blobs.yaml", "-o", out, "--split", "train"]
+    for flags in ([], ["--overwrite"]):
+        assert one_line_error(run_cli([*args, *flags], tmp_path)) == (
+            f"Error: {out}: holds features.json named as a build names its outputs, but no build state (.shardkit/build.json): "
+            "nothing shows a build wrote them, so no build replaces them, --overwrite or not; move them, or use another output folder"
+        )
+    assert digests(out / "features.json") == before  # beside it, only the lock a build takes
+
+    shards = data / "shards"
+    (shards / "notes.labels.txt").write_text("a class list of my own\n")  # a built name, but not one this build wrote
+    replaced = run_cli(["build", data, "-o", shards, "--seed", "5", "--overwrite", "-q"], tmp_path)
+    assert replaced.returncode == 0, replaced.stderr
+    assert (shards / "notes.labels.txt").read_text() == "a class list of my own\n"

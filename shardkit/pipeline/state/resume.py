@@ -38,13 +38,21 @@ def prepare_state(
     old = _read_state(out_dir)
     if old is not None and same_build(old):
         return old
-    leftovers = owned_files(out_dir)
+    leftovers = owned_files(out_dir, old)
     if old is None and leftovers:
         old = _read_state(out_dir)  # another node of this build may have published its plan a moment ago
         if old is not None and same_build(old):
             return old
-    if (old is not None or leftovers) and not overwrite:
-        what = difference(old, fresh) if old is not None else "it holds shards or a manifest from an unknown build"
+        leftovers = owned_files(out_dir, old)
+    if old is None and leftovers:
+        # Named as a build names its outputs, but no build says it wrote them: they may be anyone's.
+        raise StateError(
+            f"{out_dir}: holds {leftovers[0].rsplit('/', 1)[-1]}{' and more files' if len(leftovers) > 1 else ''} named as a "
+            f"build names its outputs, but no build state ({layout.STATE_DIR}/{layout.BUILD_STATE}): nothing shows a build wrote "
+            "them, so no build replaces them, --overwrite or not; move them, or use another output folder"
+        )
+    if old is not None and not overwrite:
+        what = difference(old, fresh)
         # --overwrite is refused with --num-nodes: one node must not delete what the others build.
         remedy = "nodes of one build must share config, inputs and options; clear OUT" if multi_node else "use --overwrite"
         raise StateError(f"{out_dir}: already holds a different build ({what}); {remedy} to replace it, or use another output folder")
@@ -72,15 +80,25 @@ def _read_state(out_dir: str) -> BuildState | None:
         return None
 
 
-def owned_files(out_dir: str) -> list[str]:
-    """Files in OUT that a shardkit build writes (and --overwrite may delete); nothing else. Plan
-    folders are not among them: alone, one says no more than that planning finished."""
-    found = [location.join(out_dir, n) for n in location.listdir(out_dir) if layout.is_built_name(n)]
+def owned_files(out_dir: str, state: BuildState | None) -> list[str]:
+    """Files in OUT that a shardkit build writes (and --overwrite may delete); nothing else. With
+    the build ``state`` OUT holds, at its top only the names that build writes: its shards and
+    their ``.idx``, the metadata, its features' class lists. Plan folders are not among them:
+    alone, one says no more than that planning finished."""
+    names = None if state is None else _written_names(state)
+    found = [location.join(out_dir, n) for n in location.listdir(out_dir) if layout.is_built_name(n) and (names is None or n in names)]
     records = layout.shard_records_dir(out_dir)
     found += [location.join(records, n) for n in location.listdir(records) if layout.is_shard_record_name(n)]
-    state = layout.state_dir(out_dir)
-    found += [location.join(state, n) for n in location.listdir(state) if n == layout.BUILD_STATE]
+    folder = layout.state_dir(out_dir)
+    found += [location.join(folder, n) for n in location.listdir(folder) if n == layout.BUILD_STATE]
     return sorted(set(found))
+
+
+def _written_names(state: BuildState) -> set[str]:
+    """The names at OUT's top a build with ``state`` writes."""
+    shards = planned_names(state)
+    keys = (state.config.get("features") or {}).keys()
+    return {*shards, *map(layout.index_name, shards), *layout.METADATA_NAMES, *map(layout.labels_name, keys)}
 
 
 def finished_shards(out_dir: str, tasks: Sequence[ShardTask], fingerprint: str) -> dict[str, ShardResult]:
