@@ -20,6 +20,8 @@ def resolve_path(raw: Any, folder: str | None) -> str:
     folder, not the working directory."""
     if not isinstance(raw, str) or not raw:
         raise BadValue(f"expected a file path, got {raw!r}")
+    if "\0" in raw:  # no file has one in its name, and os refuses it with a ValueError
+        raise BadValue(f"{raw!r} is not a file path (it holds a NUL byte)")
     if folder is None:
         return raw
     if "://" in raw or "://" in folder:  # a URL, or a path in an index file in a bucket

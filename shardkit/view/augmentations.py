@@ -100,8 +100,9 @@ def augmentation_records(
     # the file names say (the build's --split renames every input's), and a config's own source_id is
     # kept (as a build with --no-source-id keeps it) rather than refused.
     prepared = prepare(
-        indexes, config=config, from_folder=from_folder, only_split=split, ignore=ignore, source_id=False, image_root=image_root
-    )
+        indexes, config=config, from_folder=from_folder, only_split=split, ignore=ignore, source_id=False, image_root=image_root,
+        allow_outside_root=allow_outside_root,
+    )  # fmt: skip
     splits, cfg = prepared.splits, prepared.config
     if not any(spec.key == "source_id" for spec in cfg.features):
         cfg = cfg.with_source_id()

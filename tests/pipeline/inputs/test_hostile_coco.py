@@ -109,6 +109,21 @@ def test_a_long_file_name_is_cut_in_the_error_line_and_in_errors_jsonl(coco: Pat
     assert len(listed) < 1000 and listed.count("characters)") == 1, listed[:2000]
 
 
+@pytest.mark.parametrize("position", [0, -1])  # in the planner's sample of file sizes, and past it (read by a worker)
+def test_a_file_name_holding_a_nul_byte_is_an_entry_error(position: int, coco: Path, tmp_path: Path) -> None:
+    """``os`` refuses a path with a NUL byte by a ValueError: a traceback, where it is a bad entry."""
+
+    def rename(document: dict[str, Any]) -> None:
+        document["images"][position]["file_name"] = "a\u0000b.jpg"
+
+    edited(coco, rename)
+    line = one_line_error(build(coco, tmp_path / "out"))
+    assert line.endswith("'a\\x00b.jpg' is not a file path (it holds a NUL byte)"), line
+    result = build(coco, tmp_path / "skipped", "--on-error", "skip")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "NUL byte" in (tmp_path / "skipped" / "errors.jsonl").read_text()
+
+
 def test_a_utf8_bom_builds_as_json_load_with_utf8_sig_reads_it(coco: Path, tmp_path: Path) -> None:
     plain = build(coco, tmp_path / "plain")
     assert plain.returncode == 0, plain.stderr

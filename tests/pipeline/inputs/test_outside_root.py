@@ -120,6 +120,14 @@ def test_a_voc_filename_and_a_split_id_outside_the_folder_are_refused(tmp_path: 
     shardkit.build([voc], tmp_path / "out", workers=1, progress=False, on_error="skip")
     assert "evil" not in (tmp_path / "out" / "manifest.json").read_text()
 
+    # The same through a link inside Annotations/ and "..": the OS follows the link first, then
+    # climbs, so the id's text says inside while the file read is outside.
+    (tmp_path / "elsewhere" / "deep").mkdir()
+    (voc / "Annotations" / "link").symlink_to(tmp_path / "elsewhere" / "deep")
+    main.write_text("link/../evil\n" + main.read_text().split("\n", 1)[1])
+    line = refused(tmp_path, [str(voc)], secret, "train.txt:1:", str(evil), FLAG)
+    assert "annotation" in line
+
 
 def test_a_yolo_path_or_image_list_outside_the_yaml_folder_is_refused(tmp_path: Path, secret: Path) -> None:
     data = tmp_path / "data"
@@ -238,3 +246,16 @@ def test_a_preview_reads_only_what_the_build_may_read(tmp_path: Path, secret: Pa
     allowed = run_cli(["preview", annotations, "-o", picture, FLAG], tmp_path)
     assert allowed.returncode == 0, allowed.stderr
     assert picture.exists() and digests(tmp_path / "data", secret) == before
+
+
+def test_a_preview_of_a_yolo_set_whose_path_leads_out_takes_the_flag(tmp_path: Path, secret: Path) -> None:
+    """What a format reads while reading rows (YOLO's ``path:``) is allowed by the preview's flag too."""
+    data = tmp_path / "data"
+    write_yolo(data / "set")
+    (data / "set" / "data.yaml").write_text("path: ../../elsewhere\ntrain: images\nnames: [person, car, dog]\n")
+    (secret.parent / "images").mkdir()
+    photo(secret.parent / "images" / "x.jpg", 64, 48, 7)
+    picture = tmp_path / "look.png"
+    assert FLAG in one_line_error(run_cli(["preview", data / "set" / "data.yaml", "-o", picture], tmp_path))
+    allowed = run_cli(["preview", data / "set" / "data.yaml", "-o", picture, FLAG], tmp_path)
+    assert allowed.returncode == 0, allowed.stderr

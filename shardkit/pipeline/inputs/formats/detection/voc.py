@@ -61,8 +61,14 @@ class Voc(DetectionFormat):
         annotations = os.path.join(root, ANNOTATIONS)
         rule = Boundary() if piece.confined else None  # a split file's id may not lead out of Annotations/
         for line, image_id in _ids(source):
+            if "\0" in image_id:
+                yield EntryError(source, line, f"{image_id!r}: not an image id (it holds a NUL byte)")
+                continue
             xml = os.path.join(annotations, f"{image_id}.xml")
-            refused = rule.outside(os.path.normpath(xml), annotations) if rule is not None else None
+            refused = None
+            if rule is not None:
+                xml = os.path.realpath(xml)  # as the OS reads it (a link, then ".."): what is checked is what is read
+                refused = rule.outside(xml, annotations)
             if refused is not None:
                 yield EntryError(source, line, f"{image_id}: annotation {refused}")
                 continue
