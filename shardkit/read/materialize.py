@@ -125,7 +125,7 @@ def materialize_snapshot(
         return SnapshotResult(snap, existing["records"], existing["bytes"], time.perf_counter() - started, True, existing)
     _check_replaceable(snap, existing, wanted, overwrite, [src, preprocess.rpartition(":")[0]])
 
-    for stale in glob.glob(glob.escape(snap) + ".incomplete-*"):
+    for stale in glob.glob(glob.escape(snap) + ".incomplete-" + "[0-9a-f]" * 8):  # this command's temp names alone
         shutil.rmtree(stale, ignore_errors=True)  # left by a killed run: never published, safe to drop
     temp = f"{snap}.incomplete-{uuid.uuid4().hex[:8]}"
     show = sys.stderr.isatty() if progress is None else progress

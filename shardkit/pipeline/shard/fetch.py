@@ -125,8 +125,9 @@ class Fetcher:
 def _read_all(path: str, no_follow: bool = False) -> bytes:
     """A whole file, through the file descriptor: a third of ``open().read()``'s cost for the few-KB
     files that small-record builds read by the million (no file object, no buffer, no fstat).
-    ``no_follow``: a last name that is a link fails with ``ELOOP`` (``O_NOFOLLOW``)."""
-    flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | (getattr(os, "O_NOFOLLOW", 0) if no_follow else 0)
+    ``no_follow``: a last name that is a link fails with ``ELOOP`` (``O_NOFOLLOW``). ``O_NONBLOCK``
+    (no effect on a file): a FIFO named like an image reads as empty, where it would wait forever."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | (getattr(os, "O_NOFOLLOW", 0) if no_follow else 0)
     fd = os.open(path, flags)
     try:
         chunks = []

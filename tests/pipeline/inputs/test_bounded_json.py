@@ -79,3 +79,18 @@ def test_coco_shapes_pass_and_a_bom_is_not_json() -> None:
     with pytest.raises(Exceeded, match="nested more than 100 deep") as caught:
         bounded_json.check(b'{"a": "[[[[", "b": ' + b"[" * 100 + b"]" * 100 + b"}")
     assert caught.value.offset == len(b'{"a": "[[[[", "b": ') + 99
+
+
+def test_an_escape_that_ends_a_block_inside_a_string_does_not_shift_where_nesting_is_reported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A string ``"a\\\\"`` cut after its first backslash: once it closes, the next string's first
+    byte is not escaped (a review found the report 5 bytes late)."""
+    monkeypatch.setattr(bounded_json, "MAX_DEPTH", 1)
+    data = b'{"a\\\\": "", "b": [[1]]}'
+    json.loads(data)
+    limits = Limits()
+    with pytest.raises(Exceeded) as found:
+        for block in (data[:4], data[4:8], data[8:]):
+            limits.feed(block)
+    assert found.value.offset == data.index(b"[[")

@@ -124,6 +124,16 @@ def test_a_file_name_holding_a_nul_byte_is_an_entry_error(position: int, coco: P
     assert "NUL byte" in (tmp_path / "skipped" / "errors.jsonl").read_text()
 
 
+def test_a_fifo_named_like_an_image_is_an_entry_error_not_a_wait(coco: Path, tmp_path: Path) -> None:
+    """An archive can carry a FIFO: opened for reading, it waits for a writer that never comes."""
+    name = json.loads(coco.read_text())["images"][1]["file_name"]
+    image = coco.parent.parent / "val2017" / name
+    image.unlink()
+    os.mkfifo(image)
+    line = one_line_error(build(coco, tmp_path / "out"))
+    assert f"{image}: not an image" in line, line
+
+
 def test_a_utf8_bom_builds_as_json_load_with_utf8_sig_reads_it(coco: Path, tmp_path: Path) -> None:
     plain = build(coco, tmp_path / "plain")
     assert plain.returncode == 0, plain.stderr

@@ -96,7 +96,7 @@ class Limits:
                 return
             state.string_length += end
             self._check_string()
-            state.in_string = False
+            state.in_string = state.escaped = False
             start = end + 1
         rest = data[start:] if start else data
         brackets = (_ESCAPE.sub(b"", rest) if b"\\" in rest else rest).translate(None, _OTHER)
@@ -147,7 +147,7 @@ def _deep_at(data: bytes, state: _State) -> int:
             elif byte == 0x22:
                 in_string = False
         elif byte == 0x22:
-            in_string = True
+            in_string, escaped = True, False
         elif byte in b"[{":
             depth += 1
             if depth > MAX_DEPTH:

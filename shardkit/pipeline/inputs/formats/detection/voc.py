@@ -105,6 +105,8 @@ def _ids(source: str) -> Iterator[tuple[int, str]]:
 
 def _row(source: str, line: int, image_id: str, xml: str) -> Row:
     """The image ``image_id`` of the split file ``source`` (at ``line``), from its annotation ``xml``."""
+    if os.path.exists(xml) and not os.path.isfile(xml):  # a FIFO would be waited on forever
+        raise EntryError(source, line, f"{image_id}: {xml} is not a file")
     try:
         tree = ET.parse(xml)
     except FileNotFoundError:
