@@ -53,7 +53,7 @@ def too_deep() -> str:
 
 
 def too_long() -> str:
-    return f"a string longer than {MAX_STRING >> 20} MB (files tools write hold none: this one is broken or hostile)"
+    return f"a string longer than {MAX_STRING >> 20} MiB (files tools write hold none: this one is broken or hostile)"
 
 
 @dataclasses.dataclass
