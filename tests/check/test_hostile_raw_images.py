@@ -19,6 +19,8 @@ from shardkit.formats import image_codec
 from shardkit.formats.image_headers import probe, tf_problem
 from tests.hostile import digests, one_line_error, run_cli
 
+pytestmark = pytest.mark.slow  # the shardkit command in child processes, a few seconds a test
+
 RAW = "features:\n  image: {kind: image, column: 0, encoding: raw}\n  label: {kind: int64, column: 1}\n"
 PNG = RAW.replace("encoding: raw", "encoding: png")
 TIFF_REFUSED = (

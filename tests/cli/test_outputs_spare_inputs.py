@@ -15,6 +15,8 @@ import pytest
 from shardkit import demo
 from tests.hostile import digests, one_line_error, run_cli
 
+pytestmark = pytest.mark.slow  # the shardkit command in child processes, a few seconds a test
+
 PREPROCESS = "import tensorflow as tf\n\ndef prep(x):\n    return x\n"
 
 

@@ -19,6 +19,8 @@ from shardkit.reader import ShardReader
 from tests.hostile import digests, one_line_error, run_cli
 from tests.object_stores import Store
 
+pytestmark = pytest.mark.slow  # the shardkit command in child processes, a few seconds a test
+
 
 def _image(path: Path, shade: int = 0) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)

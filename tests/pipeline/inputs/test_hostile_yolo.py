@@ -17,6 +17,8 @@ from shardkit.reader import ShardReader
 from tests.detection_sets import photo
 from tests.hostile import digests, one_line_error, run_cli
 
+pytestmark = pytest.mark.slow  # the shardkit command in child processes, a few seconds a test
+
 
 def _dataset(root: Path, listed: str, names: str = "[cat, dog]") -> Path:
     """``root/data.yaml`` whose train split is the list ``train.txt`` holding ``listed``; images

@@ -25,6 +25,8 @@ from shardkit.storage.boundary import Boundary
 from tests.detection_sets import photo, write_coco, write_od_csv, write_voc, write_yolo
 from tests.hostile import digests, one_line_error, run_cli
 
+pytestmark = pytest.mark.slow  # the shardkit command in child processes, a few seconds a test
+
 FLAG = "--allow-outside-root"
 
 
