@@ -53,6 +53,15 @@ def _cut_run(match: re.Match[str]) -> str:
     return f"{run[: _RUN_CHARS - 1]}… ({len(run) - len(end):,} characters){end}"  # 500 long: not cut again
 
 
+def printable(text: str) -> str:
+    """``text`` with lone surrogates shown: a file name's bytes that are not UTF-8 (``os`` hands
+    them over as surrogate escapes) as ``\\xNN``, any other surrogate as ``\\uNNNN``."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 class ShardkitError(Exception):
     """Base class: a problem the user can act on, with a message that says how. Its text is
     ``cut`` to a readable length, whatever a message was made from."""

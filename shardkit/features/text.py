@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from shardkit.errors import printable
 from shardkit.features import columns
 from shardkit.features.base import TFDS, BadValue, Encoder, FeatureKind, Features, FeatureSpec, Loaded, RecordStats
 
@@ -38,7 +39,7 @@ class StringKind(FeatureKind):
         try:
             return text.encode("utf-8")
         except UnicodeEncodeError:  # os hands a file name's bytes that are not UTF-8 over as lone surrogates
-            raise BadValue(f"{_shown(text)} is not UTF-8 text (a file name's bytes, most often): rename the file") from None
+            raise BadValue(f"{printable(text)} is not UTF-8 text (a file name's bytes, most often): rename the file") from None
 
     def column_problems(self, spec: FeatureSpec, column: Any, rows: Any = None) -> list[tuple[int, str]]:
         """Arrow's strings are valid UTF-8 already: only a list's null items are suspect."""
@@ -89,11 +90,3 @@ class StringKind(FeatureKind):
     def python_value(self, entry: Mapping[str, Any], values: Any, decode_images: bool) -> Any:
         texts = [v.decode("utf-8") for v in values]
         return texts[0] if entry.get("shape") == [] and len(texts) == 1 else texts
-
-
-def _shown(text: str) -> str:
-    """Text with lone surrogates, printable: a file name's bytes as ``\\xNN``, other surrogates as ``\\uNNNN``."""
-    try:
-        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "backslashreplace").decode("utf-8")

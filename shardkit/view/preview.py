@@ -18,7 +18,7 @@ from shardkit.errors import ShardkitError, UsageError
 from shardkit.output.found import expand, is_output
 from shardkit.pipeline.config import Config
 from shardkit.pipeline.inputs import registry
-from shardkit.storage import atomic, location
+from shardkit.storage import atomic, location, protected
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -94,11 +94,11 @@ def check_picture_path(out: str, given: Sequence[str], image_root: str | None) -
     suffix = os.path.splitext(out)[1].lower()
     if suffix not in PICTURE_FORMATS:
         raise UsageError(f"{out}: not a picture's name; give -o a .png, .jpg or .webp path")
-    target = _where(out)
+    target = protected.real(out)
     for path in given:
-        if _where(path) == target:
+        if protected.real(path) == target:
             raise UsageError(f"{out}: is one of preview's inputs; give -o a new .png, .jpg or .webp path")
-    if image_root is not None and target.startswith(_where(image_root).rstrip("/") + "/"):
+    if image_root is not None and protected.inside(target, protected.real(image_root)):
         raise UsageError(f"{out}: is inside the ImageFolder tree {image_root}, where a picture is an input; give -o a path outside it")
     if location.exists(out) and not _written_by_preview(out):
         # An image an index file lists is an input too, and its name says nothing of it: a picture
@@ -118,11 +118,6 @@ def _written_by_preview(path: str) -> bool:
             return bool(picture.getexif().get(_SOFTWARE) == _MARK)
     except (OSError, UnidentifiedImageError, ValueError, SyntaxError):
         return False
-
-
-def _where(path: str) -> str:
-    """The file a path names: symbolic links and ``..`` followed locally, a URL as it is."""
-    return location.absolute(path) if location.is_url(path) else os.path.realpath(location.local_path(path))
 
 
 def _are_shards(paths: Sequence[str]) -> bool:

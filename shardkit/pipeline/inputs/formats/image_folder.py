@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import ClassVar
 
-from shardkit.errors import EntryError, ShardkitError
+from shardkit.errors import EntryError, ShardkitError, printable
 from shardkit.formats.image_headers import IMAGE_SUFFIXES
 from shardkit.pipeline.inputs.formats.input_format import InputFormat, Piece, Row
 from shardkit.storage import location
@@ -108,11 +108,11 @@ def folder_split_rows(root: str | Path, split_root: str | Path) -> Iterator[Row 
         for found in _images_under(class_dir):
             number += 1
             if isinstance(found, tuple):  # a place that should be an image and is not
-                yield EntryError(split_root, number, f"{_shown(found[0])}: {found[1]}")
+                yield EntryError(split_root, number, f"{printable(found[0])}: {found[1]}")
                 continue
             key = found.relative_to(root).as_posix()
             if not _utf8(key):
-                yield EntryError(split_root, number, f"{_shown(str(found))}: {_NOT_UTF8} {_shown(root)})")
+                yield EntryError(split_root, number, f"{printable(str(found))}: {_NOT_UTF8} {printable(root)})")
                 continue
             # Absolute: entries resolve a relative value against the row's source folder, which
             # would join a relative ROOT twice (photos/train/photos/train/cat/x.jpg).
@@ -141,7 +141,7 @@ def _images_under(class_dir: Path) -> Iterator[Path | tuple[str, str]]:
                 continue
             real = os.path.realpath(entry.path)
             if real in above:  # torchvision walks such a loop until the path is too long
-                yield entry.path, f"a symbolic link back to {_shown(real)}, a folder it is in: remove the link"
+                yield entry.path, f"a symbolic link back to {printable(real)}, a folder it is in: remove the link"
             else:
                 stack.append((iter(_entries(Path(entry.path))), above | {real}))
         elif _is_image(entry.name):
@@ -176,7 +176,7 @@ def _not_a_file(entry: os.DirEntry[str]) -> str | None:
         if exc.errno == errno.ELOOP:
             return "a symbolic link loop: remove the link or point it at the image"
         if entry.is_symlink() and isinstance(exc, FileNotFoundError):
-            return f"a symbolic link to {_shown(os.readlink(entry.path))}, which does not exist: remove the link or restore its target"
+            return f"a symbolic link to {printable(os.readlink(entry.path))}, which does not exist: remove the link or restore its target"
         return f"cannot read: {exc.strerror or exc}"
     return "not a regular file"  # a FIFO would block the worker that opens it
 
@@ -187,11 +187,6 @@ def _utf8(text: str) -> bool:
     except UnicodeEncodeError:  # os hands a name's non-UTF-8 bytes over as surrogate escapes
         return False
     return True
-
-
-def _shown(path: str) -> str:
-    """``path`` printable: a name's bytes that are not UTF-8 as ``\\xNN``."""
-    return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
 def _url_folder_split_rows(root: str, split_root: str) -> Iterator[Row]:
