@@ -3,9 +3,9 @@
 Every record's length and data CRC, truncation, and for a shardkit folder each shard's count,
 size and checksum against the manifest, missing shards, unlisted shards and leftover temp files.
 ``deep`` also parses every record as ``tf.train.Example`` against the schema and decodes every
-image. Files are checked in parallel, one process per file at a time. A folder or file may be a
-URL (``gs://``, ``s3://``): objects are streamed in block reads, and a folder is checked against
-its manifest from one listing.
+image, and reads a folder's ``label_map.pbtxt`` as the TF OD API loads it. Files are checked in
+parallel, one process per file at a time. A folder or file may be a URL (``gs://``, ``s3://``):
+objects are streamed in block reads, and a folder is checked against its manifest from one listing.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 from shardkit.check.inspection import sniff
 from shardkit.errors import Interrupted, ShardkitError
 from shardkit.features.registry import of_entry
-from shardkit.formats import tfrecord_scan
+from shardkit.formats import label_map, tfrecord_scan
 from shardkit.formats.example_proto import BYTES, DecodeError, decode_example
 from shardkit.formats.idx_sidecar import index_text
 from shardkit.formats.image_headers import ImageProblem, decoded_size
@@ -92,6 +92,8 @@ def verify(paths: Sequence[str], *, deep: bool = False, workers: int = 1, compre
             continue
         for output in targets.outputs:
             jobs.extend(_output_jobs(output, deep, compression, problems))
+            if deep:
+                problems.extend(_label_map_problems(output))
         jobs.extend(_Job(path, compression, deep) for path in targets.files)
     try:
         if workers > 1 and len(jobs) > 1:
@@ -127,6 +129,15 @@ def _output_jobs(output: Output, deep: bool, compression: str, problems: list[st
     for temp in layout.temp_files(output.path):
         problems.append(f"{temp}: temporary file of an interrupted build (rerun the build to resume and clean up)")
     return jobs
+
+
+def _label_map_problems(output: Output) -> list[str]:
+    """The folder's label map, where it has one, as the TF OD API's ``load_labelmap`` reads it."""
+    path = location.join(output.path, layout.LABEL_MAP)
+    if not location.isfile(path):
+        return []
+    found = label_map.problem(location.read_bytes(path))
+    return [] if found is None else [f"{path}: {found}"]
 
 
 def _bucket_output_jobs(output: Output, deep: bool, compression: str, problems: list[str]) -> list[_Job]:

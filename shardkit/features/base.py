@@ -79,6 +79,7 @@ class FeatureSpec:
     png_level: int | None = None  # png: zlib level 0-9; None is 1 (fast, lossless either way)
     masks: bool | None = None  # objects: write an instance mask per object
     class_ids: tuple[int, ...] | None = None  # objects: each class's id where the input fixes them (COCO); else 1, 2, ...
+    input_ids: tuple[int, ...] | None = None  # objects: each class's id in the input, where 0-based ids are moved up by 1
     default: Any = None  # the raw value a row's missing (null) value stands for; None: a null is bad input
 
     @property
@@ -91,8 +92,11 @@ class FeatureSpec:
         for field in dataclasses.fields(self)[1:]:
             value = getattr(self, field.name)
             if value is not None:
-                out[field.name] = value.name if field.name == "kind" else list(value) if field.name in ("classes", "class_ids") else value
+                out[field.name] = value.name if field.name == "kind" else list(value) if field.name in _LISTS else value
         return out
+
+
+_LISTS = ("classes", "class_ids", "input_ids")
 
 
 def int_in(value: object, path: str, lo: int, hi: int, source: str | None) -> int:

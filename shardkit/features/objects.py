@@ -33,12 +33,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from shardkit.errors import ConfigError
+from shardkit.errors import ConfigError, ShardkitError
 from shardkit.features import object_records
 from shardkit.features.annotations import ObjectArrays, Objects, on_image, resized
 from shardkit.features.base import BadValue, Encoder, FeatureKind, Features, FeatureSpec, Labels, Loaded, RecordStats
 from shardkit.features.drawn import ObjectLists, Overlay
-from shardkit.formats import image_codec
+from shardkit.formats import image_codec, label_map
 from shardkit.formats.image_headers import ImageProblem
 from shardkit.units import plural
 
@@ -60,15 +60,6 @@ FIELDS = (
     ("keypoint/visibility", "int64"),
 )
 DROPPED = "dropped"  # P/dropped in the manifest's counts: objects left with no area, by class
-
-
-def label_map_text(ids: Sequence[int], names: Sequence[str]) -> str:
-    """The TF Object Detection API's ``label_map.pbtxt`` for these classes."""
-    items = []
-    for i, name in zip(ids, names, strict=True):
-        quoted = name.replace("\\", "\\\\").replace("'", "\\'")
-        items.append(f"item {{\n  id: {i}\n  name: '{quoted}'\n}}\n")
-    return "".join(items)
 
 
 class ObjectsKind(FeatureKind):
@@ -108,7 +99,13 @@ class ObjectsKind(FeatureKind):
 
     def with_label_map(self, spec: FeatureSpec, pairs: tuple[tuple[int, str], ...], source: str | None) -> FeatureSpec:
         names, ids = tuple(name for _, name in pairs), tuple(i for i, _ in pairs)
-        if spec.classes is not None and (spec.classes, spec.class_ids) == (names, ids):
+        if ids and min(ids) < 0:
+            raise ShardkitError(f"class {names[ids.index(min(ids))]!r} has id {min(ids)}: the TF OD API takes ids from 1")
+        # Id 0 is the TF OD API's background (its label_map_util refuses a map with a class there):
+        # 0-based ids (COCO files from Roboflow, globox) are all moved up by 1, the input's kept beside.
+        input_ids = ids if 0 in ids else None
+        ids = tuple(i + 1 for i in ids) if input_ids is not None else ids
+        if spec.classes is not None and (spec.classes, spec.class_ids, spec.input_ids) == (names, ids, input_ids):
             return spec
         if spec.classes is not None:
             raise ConfigError(
@@ -116,17 +113,21 @@ class ObjectsKind(FeatureKind):
                 "the inputs' own label map (COCO categories, YOLO names) fixes the classes: remove it",
                 source,
             )
-        return dataclasses.replace(spec, classes=names, class_ids=ids)
+        return dataclasses.replace(spec, classes=names, class_ids=ids, input_ids=input_ids)
 
     # -- a raw value from an input row ----------------------------------------------------------
 
     def typed(self, spec: FeatureSpec, raw: Any, folder: str | None) -> Any:
         objects = Objects.from_raw(raw)
         if objects.label is not None and spec.class_ids is not None:
-            known = set(spec.class_ids)
+            known = set(spec.input_ids or spec.class_ids)
             for i, label in enumerate(objects.label.tolist()):
                 if label not in known:
                     raise BadValue(f"{objects.ref(i)}: class id {label} is not in the label map")
+            if spec.input_ids is not None:  # the input's ids as written: 0 -> 1, 1 -> 2, ...
+                written = dict(zip(spec.input_ids, spec.class_ids, strict=True))
+                labels = np.array([written[label] for label in objects.label.tolist()], dtype=np.int64)
+                objects = dataclasses.replace(objects, label=labels)
         elif spec.classes is not None:
             known_names = set(spec.classes)
             for i, name in enumerate(objects.text):
@@ -254,17 +255,23 @@ class ObjectsKind(FeatureKind):
         return entries
 
     def notes(self, key: str, manifest: Any) -> list[str]:
+        notes = []
+        entry = manifest.config.get("features", {}).get(key, {})
+        if entry.get("input_ids"):
+            pairs = list(zip(entry["input_ids"], entry["class_ids"], strict=True))
+            moved = ", ".join(f"{a} -> {b}" for a, b in pairs[:3]) + (", ..." if len(pairs) > 3 else "")
+            notes.append(f"class ids moved up by 1, as the input's 0 is the TF OD API's background: {moved} (input_ids in the manifest)")
         dropped = f"{key}/{DROPPED}"
         count = sum(sum((split.labels or {}).get(dropped, {}).values()) for split in manifest.splits.values())
-        if not count:
-            return []
-        augmented = (manifest.config.get("augment") or {}).get("copies", 0) > 0
-        why = "left with no area inside its image" + (" or cut off by augmentation" if augmented else "")
-        return [f"dropped {plural(count, 'object')} {why}: counted by class under {dropped} in the manifest"]
+        if count:
+            augmented = (manifest.config.get("augment") or {}).get("copies", 0) > 0
+            why = "left with no area inside its image" + (" or cut off by augmentation" if augmented else "")
+            notes.append(f"dropped {plural(count, 'object')} {why}: counted by class under {dropped} in the manifest")
+        return notes
 
     def label_map_file(self, config: Mapping[str, Any]) -> str | None:
         names = config.get("classes") or []
-        return label_map_text(config.get("class_ids") or range(1, len(names) + 1), names)
+        return label_map.text(config.get("class_ids") or range(1, len(names) + 1), names, config.get("input_ids"))
 
     def details(self, entry: Mapping[str, Any]) -> list[str]:
         parts = [entry["encoding"]] if entry.get("encoding") else []

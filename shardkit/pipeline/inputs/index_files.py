@@ -85,7 +85,25 @@ def discover(paths: Sequence[str | Path], ignore: Sequence[str] = (), split: str
             found.append(dataclasses.replace(index, split=name_split))
     if not found:
         raise ShardkitError("no index files left to build (check the paths and --ignore patterns)")
+    if split is None:
+        _one_folder_a_split(found)
     return found
+
+
+def _one_folder_a_split(files: list[IndexFile]) -> None:
+    """Inputs in different folders that their names put in one split are refused, not merged:
+    Roboflow's ``train/`` and ``valid/`` each hold an ``_annotations.coco.json``, two datasets
+    each a ``train.txt``, whose entries' identities (file name and line) and ids would repeat.
+    ``train_0.txt`` and ``train_1.txt`` side by side are one split's, as ever."""
+    first: dict[str, str] = {}
+    for index in files:
+        folder = location.dirname(index.path if location.is_url(index.path) else str(Path(index.path).resolve()))
+        other = first.setdefault(index.split, index.path)
+        if other != index.path and location.dirname(other if location.is_url(other) else str(Path(other).resolve())) != folder:
+            raise ShardkitError(
+                f"{index.path}: its name puts it in split {index.split!r}, as {other} from another folder: "
+                "build them to separate outputs, or give --split NAME to make every input one split"
+            )
 
 
 def _inputs(given: str) -> list[IndexFile]:
@@ -95,7 +113,13 @@ def _inputs(given: str) -> list[IndexFile]:
     folder = location.local_path(given)
     layout = registry.layout_format(folder) if not location.is_url(given) and os.path.isdir(folder) else None
     if layout is not None:
-        return [IndexFile(piece.path, name, layout, piece) for name, piece in layout.folder_splits(folder)]
+        # A split that is a whole file the format reads alone (a COCO export's) is an index file
+        # as any other: its hash, not a walk over its rows, is what the fingerprint keeps of it.
+        return [
+            IndexFile(piece.path, name) if piece == Piece(piece.path) and registry.file_format(piece.path) is layout
+            else IndexFile(piece.path, name, layout, piece)
+            for name, piece in layout.folder_splits(folder)
+        ]  # fmt: skip
     found = []
     for candidate in _candidates(given):
         own = registry.file_format(candidate)

@@ -68,6 +68,8 @@ def rows_by_split(
     grouped: dict[str, list[IndexFile]] = {}
     for f in files:
         grouped.setdefault(f.split, []).append(f)
+    for name, group in grouped.items():
+        _distinct_ids(name, group)
     rows = {
         name: SplitInput(
             _sources([PlanSource.of(f.path, f.format, root) for f in group]),
@@ -78,6 +80,24 @@ def rows_by_split(
     }
     inputs: dict[str, Any] = {"index_files": [_described(f) for f in files]}
     return rows, inputs if root is None else {**inputs, "image_root": root}
+
+
+def _distinct_ids(split: str, files: list[IndexFile]) -> None:
+    """A split's inputs whose records carry ids of their own (COCO files) share none: two Roboflow
+    exports' ``train`` files both count their images from 0, and ``image/source_id`` is what COCO
+    evaluation matches detections by. One pass over each file's images, where a split has several."""
+    if len({f.path for f in files}) < 2:
+        return
+    seen: dict[Any, str] = {}
+    for f in files:
+        ids = f.format.record_ids(f.path)
+        for record_id in ids if ids is not None else ():
+            other = seen.setdefault(record_id, f.path)
+            if other != f.path:
+                raise ShardkitError(
+                    f"{f.path}: image id {record_id!r} is also one of {other}'s, in split {split!r}: "
+                    "the records' image/source_id would repeat; build the two to separate outputs, or give their images distinct ids"
+                )
 
 
 def _allowed(piece: Piece, allow_outside_root: bool) -> Piece:

@@ -203,7 +203,8 @@ def test_temporary_files_go_on_an_interrupt(val: Path, scratch: Path, monkeypatc
     assert not os.listdir(scratch)
 
 
-# -- errors: one line each, naming the file and the annotation or the image's position ----------
+# -- errors: one line each, naming the file and the annotation or the image (by its place in
+# images, not as a line: a position is no line of the file) ---------------------------------------
 
 
 def _ann(document: dict[str, Any], position: int) -> dict[str, Any]:
@@ -229,7 +230,9 @@ def test_a_bad_annotation_is_an_error_at_its_image(change: Any, reason: str, tmp
     change(ann)
     path = write(tmp_path / "instances_val.json", document)
     errors = [r for r in read(path) if isinstance(r, EntryError)]
-    assert [str(e) for e in errors] == [f"{path}:2: annotation {ann['id']}: {reason}"]
+    image = document["images"][1]["file_name"]
+    assert [str(e) for e in errors] == [f"{path}: images[1] ({image}): annotation {ann['id']}: {reason}"]
+    assert errors[0].line == 0
 
 
 def test_an_annotation_that_names_no_image_is_an_error_of_its_own(tmp_path: Path) -> None:
@@ -256,12 +259,12 @@ def test_bad_images_are_errors_at_their_positions(tmp_path: Path) -> None:
     images[3]["id"] = 1.5
     images[4] = "x.jpg"
     path = write(tmp_path / "instances_val.json", document)
-    errors = [str(e) for e in read(path) if isinstance(e, EntryError) and e.line]
+    errors = [str(e) for e in read(path) if isinstance(e, EntryError) and e.reason.startswith("images[")]
     assert errors == [
-        f"{path}:2: image {images[1]['id']}: no file_name",
-        f"{path}:3: image id {images[0]['id']} repeats images[0]'s",
-        f"{path}:4: image id 1.5 is not an integer or a string",
-        f"{path}:5: expected an image (an object), got a string",
+        f"{path}: images[1]: image {images[1]['id']}: no file_name",
+        f"{path}: images[2] ({images[2]['file_name']}): image id {images[0]['id']} repeats images[0]'s",
+        f"{path}: images[3] ({images[3]['file_name']}): image id 1.5 is not an integer or a string",
+        f"{path}: images[4]: expected an image (an object), got a string",
     ]
 
 
@@ -349,16 +352,17 @@ def test_the_cli_prints_one_line_and_skip_lists_the_entry(
 ) -> None:
     document = json.loads(coco_copy.read_text())
     ann = document["annotations"][0]
-    line = [image["id"] for image in document["images"]].index(ann["image_id"]) + 1 if at_image else 0
+    position = [image["id"] for image in document["images"]].index(ann["image_id"])
     change(ann)
     write(coco_copy, document)
     reason = f"annotation {ann['id']}: {reason}"
-    where = f"{coco_copy}:{line}" if line else str(coco_copy)
-    assert run("build", str(coco_copy), "-o", str(tmp_path / "out"), "-w", "1") == (1, f"Error: {where}: {reason}\n")
+    if at_image:
+        reason = f"images[{position}] ({document['images'][position]['file_name']}): {reason}"
+    assert run("build", str(coco_copy), "-o", str(tmp_path / "out"), "-w", "1") == (1, f"Error: {coco_copy}: {reason}\n")
     code, output = run("build", str(coco_copy), "-o", str(tmp_path / "skipped"), "-w", "1", "--on-error", "skip")
     assert code == 0 and "skipped 1 bad entry" in output
     listed = [json.loads(x) for x in (tmp_path / "skipped" / "errors.jsonl").read_text().splitlines()]
-    assert listed == [{"split": "val", "source": str(coco_copy), "line": line, "reason": reason}]
+    assert listed == [{"split": "val", "source": str(coco_copy), "line": 0, "reason": reason}]
     manifest = json.loads((tmp_path / "skipped" / "manifest.json").read_text())
     assert manifest["splits"]["val"]["records"] == (5 if at_image else 6)  # the rest written
 

@@ -181,6 +181,11 @@ class InputFormat:
         (COCO's categories, YOLO's names); None where its rows name classes by text alone."""
         return None
 
+    def record_ids(self, path: str) -> Iterator[Any] | None:
+        """The ids the input ``path`` gives its records as their own (COCO's image ids, written as
+        ``image/source_id``); None where its format has none. Two inputs of a split must not share one."""
+        return None
+
     def described(self, row: Row) -> str:
         """What a build's fingerprint keeps of ``row`` where no one file's hash covers it (a row
         read from a folder, or from a file naming its own splits): its identity, by default."""

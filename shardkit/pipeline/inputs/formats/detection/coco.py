@@ -1,24 +1,26 @@
 """COCO JSON (``instances_*.json``, or any JSON with ``images``, ``annotations`` and
 ``categories``): one row per image with all of its annotations, streamed in bounded memory.
 
-Boxes ``[x, y, w, h]`` become corners in pixels; ``category_id`` is kept as the class id (the
-dataset's own, not necessarily contiguous); ``iscrowd``, ``area``, polygon or RLE
-``segmentation`` and ``keypoints`` ride along. Every image is a row, with or without objects. The
-split is told by the file name (``instances_val2017.json`` -> ``val``); images are found in the
-standard layout (``annotations/instances_val2017.json`` beside ``val2017/``), else beside the file.
+Boxes ``[x, y, w, h]`` become corners in pixels; ``category_id`` is the class id (the dataset's
+own; 0-based ids are moved up by 1 when written, ``features.objects``; a negative one is refused);
+``iscrowd``, ``area``, polygon or RLE ``segmentation`` and ``keypoints`` ride along. Every image
+is a row. The split is told by the file name (``instances_val2017.json`` -> ``val``), or by its
+folder's where the name tells none (Roboflow's ``valid/_annotations.coco.json`` -> ``valid``).
+Images are found in the standard layout (``annotations/instances_val2017.json`` beside
+``val2017/``), or datumaro's (``images/val2017/``), else beside the file. An export folder as an
+input is its COCO files: Roboflow's ``<split>/_annotations.coco.json``, ``annotations/instances_*``.
 
-A COCO file is one JSON document (train2017's is 450 MB, which ``json.load`` needs 2 to 3 GB for)
-whose annotations are interleaved across its images. It is read in passes of ijson's C parser
-(``streamed_json``): the categories (kept for the process: the label map reads them first), the
-images (a pass that stops at the end of their array), then the annotations, each written to a
-bucket by its image's position: a bucket holds a run of consecutive images, so buckets in order
-are images in order; they are spilled to a temporary file without a name, which nothing
-outlives. Each bucket is then loaded and grouped alone. Memory is one bucket and a map from
-image ids to positions, whatever the size of the file.
+A COCO file is one JSON document (train2017's is 450 MB: 2 to 3 GB for ``json.load``) whose
+annotations are interleaved across its images. It is read in passes of ijson's C parser
+(``streamed_json``): the categories (kept for the process), the images (stopping at their end),
+then the annotations, each into a bucket by its image's position (a run of consecutive images a
+bucket), spilled to a temporary file without a name, which nothing outlives; each bucket is then
+grouped alone. Memory is one bucket and a map from image ids to positions, whatever the file's size.
 
 A row's line is its image's position in ``images`` (1-based). An image whose annotations cannot
 become its objects (a category that is no category, a bbox that is not one) is an entry error
-there; an annotation that names no image is one of its own, with no line. A file that is not valid
+named by that place (``images[11] (x.jpg)``: a position is no line of the file); an annotation
+that names no image is one of its own. A file that is not valid
 JSON (cut short, say) stops the build with its line and column, ``--on-error skip`` or not.
 """
 
@@ -37,13 +39,12 @@ from operator import itemgetter
 from typing import IO, Any
 
 from shardkit.errors import EntryError, ShardkitError
-from shardkit.pipeline.inputs.formats.detection import streamed_json
+from shardkit.pipeline.inputs.formats.detection import export_layouts, streamed_json
 from shardkit.pipeline.inputs.formats.detection.annotations import DetectionFormat, detection_row
 from shardkit.pipeline.inputs.formats.input_format import Piece, Row
 from shardkit.storage import location
 
-_TASK_PREFIX = re.compile(r"^(instances|person_keypoints|captions|panoptic)_", re.IGNORECASE)
-_YEAR = re.compile(r"\d{4}$")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _KEYS = re.compile(rb'"(images|annotations|categories)"\s*:\s*\[')
 _PEEK = 1 << 20
 _NOT_COCO = "a COCO file"
@@ -68,20 +69,25 @@ class Coco(DetectionFormat):
         start = head[len(streamed_json.BOM) :] if head.startswith(streamed_json.BOM) else head
         return len({m.group(1) for m in _KEYS.finditer(head)}) >= 1 and start.lstrip()[:1] in (b"{", b"[")
 
+    def claims_folder(self, root: str) -> bool:
+        return bool(self.export_files(root))
+
+    def folder_splits(self, root: str) -> list[tuple[str, Piece]]:
+        return [(self.split_name(path), Piece(path)) for path in self.export_files(root)]
+
+    def export_files(self, root: str) -> list[str]:
+        return [path for path in export_layouts.coco_files(root) if self.claims(path)]
+
     def split_name(self, path: str) -> str:
-        stem = _TASK_PREFIX.sub("", os.path.splitext(os.path.basename(path))[0])
-        return _YEAR.sub("", stem) or stem
+        return export_layouts.split_name(path)
 
     def folder_of(self, path: str) -> str:
-        """The standard layout's image folder (``annotations/instances_val2017.json`` ->
-        ``val2017/`` beside ``annotations/``) where it exists, else the file's own folder."""
-        folder = location.dirname(location.absolute(path))
-        stem = _TASK_PREFIX.sub("", os.path.splitext(os.path.basename(path))[0])
-        if stem and stem != os.path.splitext(os.path.basename(path))[0] and not location.is_url(folder):
-            for candidate in (os.path.join(os.path.dirname(folder), stem), os.path.join(folder, stem)):
-                if os.path.isdir(candidate):
-                    return candidate
-        return folder
+        return export_layouts.image_folder(path)
+
+    def record_ids(self, path: str) -> Iterator[Any]:
+        for image in streamed_json.leading_items(path, "images", _NOT_COCO, large=("annotations",)):
+            if isinstance(image, dict) and type(image.get("id")) in (int, str):
+                yield image["id"]
 
     def label_map(self, path: str) -> tuple[tuple[int, str], ...] | None:
         return tuple((i, name) for i, name, _ in _categories(path))
@@ -128,8 +134,8 @@ def _rows(source: str, categories: dict[int, tuple[str, int]], images: IO[bytes]
                 last += 1
             found = problem or objects(size, anns[first:last], categories, points)
             first = last
-            if isinstance(found, str):
-                yield EntryError(source, position, found)
+            if isinstance(found, str):  # named by its place in images: a position is no line of the file
+                yield EntryError(source, 0, f"images[{position - 1}]{f' ({name})' if type(name) is str and name else ''}: {found}")
             else:
                 yield detection_row(source, position, name, name, str(image_id), found, name)
         del anns  # before the next bucket is loaded, not after
@@ -286,6 +292,10 @@ def _read_categories(path: str) -> tuple[tuple[int, str, int], ...]:
             raise ShardkitError(f"{path}: categories[{index}]: expected an object with an integer id and a name")
         if i in found:
             raise ShardkitError(f"{path}: categories[{index}]: id {i} repeats categories[{found[i][2]}]'s")
+        if i < 0:  # 0 is moved up by 1 with every other id (features.objects); below it, no rule says where
+            raise ShardkitError(f"{path}: categories[{index}] ({category['name']!r}): id {i} is negative: give it an id of 0 or more")
+        if _SURROGATE.search(str(category["name"])):
+            raise ShardkitError(f"{path}: categories[{index}]: name {category['name']!r} is not Unicode text (a lone surrogate escape)")
         keypoints = category.get("keypoints")
         found[i] = (str(category["name"]), len(keypoints) if isinstance(keypoints, list) else 0, index)
     return tuple((i, name, points) for i, (name, points, _) in sorted(found.items()))

@@ -1,0 +1,83 @@
+"""Where COCO exports put their files: the split a file is told by its name or its folder's, the
+folder its images are in, and which folders are exports whose files are their splits.
+
+- The standard layout: ``annotations/instances_val2017.json`` beside ``val2017/``.
+- datumaro's (and CVAT's, which exports through it): ``annotations/instances_<split>.json``
+  with the images in ``images/<split>/``.
+- Roboflow's (and supervision's): ``<split>/_annotations.coco.json`` beside the split's images
+  (``train``, ``valid``, ``test``): the file's name tells no split, its folder's does.
+
+A ``file_name`` that already begins with its image folder's name (``val2017/x.jpg``, as some
+converters write it in the standard layout) resolves against the folder above: told once a file,
+by its first image, and only where the image folder holds no folder of that name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+from shardkit.storage import location
+
+TASK_PREFIX = re.compile(r"^(instances|person_keypoints|captions|panoptic)_", re.IGNORECASE)
+_YEAR = re.compile(r"\d{4}$")
+ROBOFLOW = "_annotations.coco.json"  # in each split's folder, beside its images
+_NAMELESS = ("_annotations.coco", "_annotations", "annotations")  # file names that tell no split
+ANNOTATIONS, IMAGES = "annotations", "images"
+_FILE_NAME = re.compile(rb'"file_name"\s*:\s*("(?:[^"\\]|\\.){0,4096}")')  # bounded: a name of megabytes is no folder's
+_PEEK = 1 << 20  # where the first image's file_name is looked for
+
+
+def split_name(path: str) -> str:
+    """``instances_val2017.json`` -> ``val``; ``train.json`` -> ``train``; Roboflow's
+    ``valid/_annotations.coco.json`` -> ``valid``, its folder's name."""
+    base = os.path.splitext(os.path.basename(path))[0]
+    if base.lower() in _NAMELESS:
+        return os.path.basename(location.dirname(location.absolute(path))) or base
+    stem = TASK_PREFIX.sub("", base)
+    return _YEAR.sub("", stem) or stem
+
+
+def image_folder(path: str) -> str:
+    """The image folder of the annotation file ``path``, absolute: ``val2017/`` beside
+    ``annotations/`` (the standard layout), or inside it, or ``images/val2017/`` beside it
+    (datumaro's), where one exists; else the file's own folder. The folder above it where the file
+    names already begin with its name and it holds no folder of that name."""
+    folder = location.dirname(location.absolute(path))
+    base = os.path.splitext(os.path.basename(path))[0]
+    stem = TASK_PREFIX.sub("", base)
+    if not stem or stem == base or location.is_url(folder):
+        return folder
+    parent = os.path.dirname(folder)
+    for candidate in (os.path.join(parent, stem), os.path.join(folder, stem), os.path.join(parent, IMAGES, stem)):
+        if os.path.isdir(candidate):
+            named = (_first_file_name(path) or "").replace("\\", "/").startswith(stem + "/")
+            return os.path.dirname(candidate) if named and not os.path.isdir(os.path.join(candidate, stem)) else candidate
+    return folder
+
+
+def coco_files(root: str) -> list[str]:
+    """The annotation files an export folder ``root`` would hold, where they are files: each
+    subfolder's ``_annotations.coco.json`` (Roboflow's), then ``annotations/instances_*.json``
+    (the standard layout, datumaro's); local folders only. Whether each is COCO is the caller's."""
+    try:
+        with os.scandir(root) as entries:
+            folders = sorted(e.name for e in entries if e.is_dir())
+        listed = sorted(os.listdir(os.path.join(root, ANNOTATIONS))) if ANNOTATIONS in folders else []
+    except OSError:
+        return []
+    found = [os.path.join(root, name, ROBOFLOW) for name in folders] + [
+        os.path.join(root, ANNOTATIONS, n) for n in listed if n.startswith("instances_") and n.lower().endswith(".json")
+    ]
+    return [path for path in found if os.path.isfile(path)]
+
+
+def _first_file_name(path: str) -> str | None:
+    """The first image's ``file_name``, where the file's first MiB has it."""
+    try:
+        found = _FILE_NAME.search(location.read_bytes(path, 0, _PEEK))
+        name = json.loads(found.group(1)) if found else None
+    except (OSError, ValueError):
+        return None
+    return name if isinstance(name, str) else None
