@@ -224,3 +224,35 @@ def test_a_segmentation_pycocotools_would_crash_on_is_an_entry_error(change: Any
     listed = [json.loads(x) for x in (tmp_path / "skipped" / "errors.jsonl").read_text().splitlines()]
     assert len(listed) == 1 and listed[0]["line"] > 0 and reason.split("{size}")[0] in listed[0]["reason"]
     assert digests(coco.parent.parent) == before
+
+
+@pytest.mark.parametrize(
+    ("name", "refused"),
+    [
+        ("x' }\nitem { id: 0 name: 'background", None),  # an item of its own, were the quote and line break written raw
+        ('a\\\\"\x00\x1b\x7f', None),
+        ("\ud800lone", "is not Unicode text (a lone surrogate escape)"),
+    ],
+)
+def test_a_category_name_cannot_break_or_forge_the_label_map(name: str, refused: str | None, coco: Path, tmp_path: Path) -> None:
+    def rename(document: dict[str, Any]) -> None:
+        document["categories"][1]["name"] = name
+
+    edited(coco, rename)
+    before = digests(coco.parent.parent)
+    result = build(coco, tmp_path / "out")
+    assert digests(coco.parent.parent) == before
+    if refused is not None:
+        assert one_line_error(result).endswith(refused)
+        return
+    assert result.returncode == 0, result.stderr[-2000:]
+    from shardkit.formats import label_map
+
+    content = (tmp_path / "out" / "label_map.pbtxt").read_bytes()
+    assert label_map.problem(content) is None
+    from google.protobuf import text_format
+
+    parsed = label_map._message_class()()
+    text_format.Merge(content.decode(), parsed)
+    assert [(item.id, item.name) for item in parsed.item] == [(c["id"], c["name"]) for c in json.loads(coco.read_text())["categories"]]
+    assert run_cli(["verify", "--deep", str(tmp_path / "out")], cwd=tmp_path).returncode == 0
