@@ -92,7 +92,7 @@ def _distinct_ids(split: str, files: list[IndexFile]) -> None:
     for f in files:
         ids = f.format.record_ids(f.path)
         for record_id in ids if ids is not None else ():
-            other = seen.setdefault(record_id, f.path)
+            other = seen.setdefault(str(record_id), f.path)  # as image/source_id writes it: 1 and "1" are one
             if other != f.path:
                 raise ShardkitError(
                     f"{f.path}: image id {record_id!r} is also one of {other}'s, in split {split!r}: "

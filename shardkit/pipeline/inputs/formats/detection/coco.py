@@ -20,8 +20,8 @@ grouped alone. Memory is one bucket and a map from image ids to positions, whate
 A row's line is its image's position in ``images`` (1-based). An image whose annotations cannot
 become its objects (a category that is no category, a bbox that is not one) is an entry error
 named by that place (``images[11] (x.jpg)``: a position is no line of the file); an annotation
-that names no image is one of its own. A file that is not valid
-JSON (cut short, say) stops the build with its line and column, ``--on-error skip`` or not.
+that names no image is one of its own. A file that is not valid JSON (cut short, say) stops the
+build with its line and column, ``--on-error skip`` or not.
 """
 
 from __future__ import annotations
