@@ -94,9 +94,14 @@ def _one_folder_a_split(files: list[IndexFile]) -> None:
     """Inputs in different folders that their names put in one split are refused, not merged:
     Roboflow's ``train/`` and ``valid/`` each hold an ``_annotations.coco.json``, two datasets
     each a ``train.txt``, whose entries' identities (file name and line) and ids would repeat.
-    ``train_0.txt`` and ``train_1.txt`` side by side are one split's, as ever."""
+    ``train_0.txt`` and ``train_1.txt`` side by side are one split's, as ever. Splits a dataset's
+    layout names (``VOC2007`` and ``VOC2012`` given together, the OD API's "merged" set) are
+    merged as given: each dataset says which of its images are ``train``, and their identities
+    are paths inside each dataset."""
     first: dict[str, str] = {}
     for index in files:
+        if index.layout is not None:
+            continue
         folder = location.dirname(index.path if location.is_url(index.path) else str(Path(index.path).resolve()))
         other = first.setdefault(index.split, index.path)
         if other != index.path and location.dirname(other if location.is_url(other) else str(Path(other).resolve())) != folder:

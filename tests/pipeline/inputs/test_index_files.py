@@ -152,3 +152,24 @@ def test_spreadsheet_bom_and_hostile_jsonl_values(tmp_path: Path) -> None:
     assert reasons[1] == "f: value out of float32 range"
     assert reasons[2] == "s: \\ud800 is not UTF-8 text (a file name's bytes, most often): rename the file"
     assert reasons[3].startswith("not valid JSON")
+
+
+def test_one_split_from_two_folders_is_refused_but_two_layouts_merge(tmp_path: Path) -> None:
+    """Two ``train.txt`` in different folders would merge into one split silently: refused, with
+    --split named. Two VOC folders (VOC2007 + VOC2012, the OD API's merged set) name their own
+    splits: each split takes both datasets' images."""
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "train.txt").write_text("x.jpg 1\n")
+    with pytest.raises(ShardkitError, match=r"b/train\.txt: its name puts it in split 'train', as .*a/train\.txt"):
+        discover([tmp_path / "a" / "train.txt", tmp_path / "b" / "train.txt"])
+    assert {f.split for f in discover([tmp_path / "a" / "train.txt", tmp_path / "b" / "train.txt"], split="all")} == {"all"}
+
+    from tests.detection_sets import write_voc
+
+    first, second = write_voc(tmp_path / "VOC2007"), write_voc(tmp_path / "VOC2012")
+    found = discover([first, second])
+    by_split: dict[str, set[str]] = {}
+    for f in found:
+        by_split.setdefault(f.split, set()).add(str(Path(f.path).relative_to(tmp_path)).split(os.sep)[0])
+    assert by_split and all(roots == {"VOC2007", "VOC2012"} for roots in by_split.values())
