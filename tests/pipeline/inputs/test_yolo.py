@@ -51,7 +51,8 @@ def test_rows_are_the_images_with_their_labels(dataset: Path) -> None:
     train, val = discover([dataset])
     got = [r for r in train.rows() if isinstance(r, Row)]
     names = ("a.jpg", "b.jpg", "c.png")
-    assert [(r.source, r.line, r.key) for r in got] == [(str(dataset), i, f"images/train/{n}") for i, n in enumerate(names, start=1)]
+    # line 0: an image found in a folder has no line of data.yaml (errors name the image instead)
+    assert [(r.source, r.line, r.key) for r in got] == [(str(dataset), 0, f"images/train/{n}") for n in names]
     assert got[0].values == (
         str(root / "images" / "train" / "a.jpg"),
         "a.jpg",
@@ -61,10 +62,11 @@ def test_rows_are_the_images_with_their_labels(dataset: Path) -> None:
             "bbox": [[0.375, 0.25, 0.625, 0.75], [0.1875, 0.625, 0.3125, 0.875]],
             "text": ["person", "dog"],
             "label": [1, 3],
+            "ref": ["labels/train/a.txt:1", "labels/train/a.txt:2"],  # what a message about an object calls it
         },
     )
     assert got[1].values[3]["bbox"] == [[0.1, 0.2, 0.3, 0.6]]  # a YOLO-seg polygon: its extent, no segmentation
-    assert got[2].values[3] == {"units": "normalized", "bbox": [], "text": [], "label": []}  # no label file
+    assert got[2].values[3] == {"units": "normalized", "bbox": [], "text": [], "label": [], "ref": []}  # no label file
     assert [r.values[3]["text"] for r in val.rows() if isinstance(r, Row)] == [["dog"], []]  # an empty label file
     assert label_path(str(root / "images" / "train" / "a.jpg")) == str(root / "labels" / "train" / "a.txt")
 
@@ -131,7 +133,7 @@ def test_a_bad_image_is_skipped_and_listed(dataset_copy: Path, tmp_path: Path) -
         ("train: images/train\nnames: {0: a, 2: b}\n", "names: expected the class indexes 0 to 1, got 0, 2"),
         ("train: images/train\nnc: 3\nnames: [a, b]\n", "nc is 3, but names has 2"),
         ("train: images/train\nnames: [a, a]\n", "names: 'a' names two classes"),
-        ("train: images/missing\nnames: [a]\n", "images/missing: no such folder or image list (looked for {root}/images/missing)"),
+        ("train: images/missing\nnames: [a]\n", "train: images/missing: no such folder or image list (looked for {root}/images/missing)"),
         ("train: images/train\nnames: [a]\nkpt_shape: [17, 3]\n", "YOLO pose labels (kpt_shape) are not supported yet"),
     ],
 )
