@@ -159,8 +159,9 @@ def _dataset_yaml(path: str) -> bool:
         return os.path.basename(path).lower() in _DATA_YAML or bool(keys & {"names", "nc"} and keys & set(SPLITS))
     if not isinstance(data, dict) or not ("names" in data or "nc" in data):
         return False
-    # supervision's data.yaml holds nc and names alone: its splits are the folders beside it
-    return any(data.get(s) for s in SPLITS) or os.path.basename(path).lower() in _DATA_YAML or bool(_folder_splits(os.path.dirname(path)))
+    if any(data.get(s) for s in SPLITS) or os.path.basename(path).lower() in _DATA_YAML:
+        return True
+    return "nc" in data and _labelled(os.path.dirname(path))  # supervision's: nc and names alone, its splits the folders beside
 
 
 def _dataset_files(root: str) -> list[str]:
@@ -213,13 +214,19 @@ def _ordered(splits: list[str]) -> list[str]:
 
 
 def _classes_home(path: str) -> str | None:
-    """The dataset folder a ``classes.txt`` belongs to (beside ``images/``, or in ``labels/``
-    beside it, as LabelImg saves it with the labels); None where it has no ``images/`` near."""
+    """The dataset folder a ``classes.txt`` belongs to (beside ``images/`` and ``labels/``, or in
+    ``labels/``, as LabelImg saves it with the labels); None where no such folder is near."""
     folder = os.path.dirname(os.path.abspath(path))
     for home in (folder, os.path.dirname(folder)) if os.path.basename(folder) == "labels" else (folder,):
-        if os.path.isdir(os.path.join(home, "images")) and _folder_splits(home):
+        if _labelled(home):
             return home
     return None
+
+
+def _labelled(root: str) -> bool:
+    """Whether the folder ``root`` holds split folders of images with a ``labels`` folder beside one."""
+    top = os.path.abspath(root)
+    return any(os.path.isdir(os.path.dirname(label_path(os.path.join(top, f, "x")))) for _, f in _folder_splits(top))
 
 
 def _classes_file(root: str) -> str | None:
