@@ -265,3 +265,10 @@ def test_an_image_found_in_a_folder_is_named_with_no_line_of_data_yaml(dataset_c
         shardkit.build([dataset_copy], tmp_path / "out", config=config, workers=1, progress=False)
     assert (refused.value.source, refused.value.line) == (str(dataset_copy), 0)
     assert str(refused.value).startswith(f"{dataset_copy}: image/encoded: {dataset_copy.parent}/images/train/b.jpg: ")
+
+
+def test_an_unshuffled_build_covers_its_dataset_file_once_not_once_an_image(dataset: Path, tmp_path: Path) -> None:
+    """``covers`` runs of line 0 (images with no line) are one run, where each image was its own."""
+    result = shardkit.build([dataset], tmp_path / "out", workers=1, progress=False, shuffle=False)
+    assert result.manifest is not None
+    assert [shard.covers for shard in result.manifest.splits["train"].shards] == [((str(dataset), 0, 0),)]
