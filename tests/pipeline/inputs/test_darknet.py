@@ -83,13 +83,19 @@ def test_a_build_gives_every_box_and_class_back(tmp_path: Path, layout: str) -> 
             "classes = 3\ntest = data/test.txt\nnames = data/obj.names\n",
             ": no split's image list is there (test = data/test.txt): expected train = data/train.txt beside obj.data",
         ),
+        (
+            "classes = 1\ntrain = data/train.txt\nnames = ../secret.names\n",
+            ":3: names = ../secret.names: {outside} is outside {root}: refused",
+        ),
     ],
 )
 def test_a_bad_obj_data_is_one_line_naming_its_line(export_copy: Path, tmp_path: Path, text: str, message: str) -> None:
     export_copy.write_text(text)
+    (tmp_path / "secret.names").write_text("hunter2\n")  # a names file outside: never read into the label map
     with pytest.raises(ShardkitError) as refused:
-        shardkit.build([export_copy], tmp_path / "out", workers=1, progress=False)
-    assert str(refused.value) == f"{export_copy}{message}"
+        shardkit.build([export_copy], tmp_path / "out", workers=1, progress=False, allow_outside_root=True)
+    said = message.format(outside=tmp_path / "secret.names", root=export_copy.parent)
+    assert str(refused.value).startswith(f"{export_copy}{said}") and "hunter2" not in str(refused.value)
 
 
 def test_a_split_whose_list_is_not_there_is_left_out_with_a_warning(export_copy: Path, tmp_path: Path) -> None:

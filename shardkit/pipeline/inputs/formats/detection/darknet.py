@@ -125,7 +125,13 @@ def read_data(path: str) -> DataFile:
         keys[match[1]] = (number, _COMMENT.sub("", match[2]).strip())
     if "names" not in keys:
         raise ShardkitError(f"{path}: names: missing (the file of class names: names = data/obj.names)")
-    names = class_list(local(root, keys["names"][1]))
+    named_in = local(root, keys["names"][1])
+    if Boundary().outside(named_in, root) is not None:  # its lines become the label map: never a file outside, flag or not
+        number, given = keys["names"]
+        raise ShardkitError(
+            f"{path}:{number}: names = {given}: {named_in} is outside {root}: refused (copy the class names beside obj.data)"
+        )
+    names = class_list(named_in)
     if "classes" in keys:
         number, given = keys["classes"]
         count = given.split()[0] if given else ""

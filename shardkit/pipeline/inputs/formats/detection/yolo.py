@@ -11,8 +11,8 @@ names that is not there (Roboflow's ``test: ../test/images`` with no test set) i
 warning, as Ultralytics accepts it. A ``data.yaml`` naming no split (supervision's ``as_yolo``
 writes ``nc`` and ``names`` alone) has the splits of the folders beside it: Roboflow's
 ``<split>/images``, else ``images/<split>``, else ``images/`` itself as ``train``, each named as
-its folder is (``valid`` stays ``valid``). A folder with a ``classes.txt`` (a class a line, as
-LabelImg writes it, beside ``images/`` or in ``labels/``) and ``images/`` is such a dataset too,
+its folder is (``valid`` stays ``valid``). A folder with ``images/``, ``labels/`` and a ``classes.txt``
+(a class a line, as LabelImg writes it, beside them or in ``labels/``) is such a dataset too,
 named by it. A folder holding either is read the same (``shardkit build DATASET``); a
 ``classes.txt`` given alone is one line saying to give its folder. A folder's images are told by
 suffix; each line of a list is meant as an image: one with no image suffix is told by content,
