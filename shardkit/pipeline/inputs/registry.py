@@ -14,7 +14,7 @@ import os
 
 from shardkit.errors import ShardkitError
 from shardkit.pipeline.inputs.formats import delimited, image_folder, jsonl, parquet, txt
-from shardkit.pipeline.inputs.formats.detection import coco, od_csv, voc, yolo
+from shardkit.pipeline.inputs.formats.detection import coco, darknet, od_csv, voc, yolo
 from shardkit.pipeline.inputs.formats.input_format import InputFormat
 
 FORMATS: tuple[InputFormat, ...] = (
@@ -26,6 +26,7 @@ FORMATS: tuple[InputFormat, ...] = (
     coco.COCO,
     od_csv.OD_CSV,
     yolo.YOLO,
+    darknet.DARKNET,
     voc.VOC,
     image_folder.IMAGE_FOLDER,
 )

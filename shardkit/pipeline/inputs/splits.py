@@ -172,6 +172,7 @@ def _given_config(config: Config | str | Path | None, splits: dict[str, SplitInp
         return config
     if config is not None:
         return load_config(config)
+    _refuse_unread_annotations(splits)
     for split_input in splits.values():
         default = split_input.sources[0].format.default_config(split_input.sources[0].path) if split_input.sources else None
         if default is not None:
@@ -187,6 +188,17 @@ def _given_config(config: Config | str | Path | None, splits: dict[str, SplitInp
                 return infer_config(item.values, item.names)
         split_input.rows = peeked
     raise ShardkitError("the inputs hold no entries")
+
+
+def _refuse_unread_annotations(splits: dict[str, SplitInput]) -> None:
+    """With no config, an input whose rows alone would leave annotations beside them unread (YOLO
+    labels beside a plain list's images) stops with one line saying what reads them; a config
+    given says what to build, and is not second-guessed."""
+    for split_input in splits.values():
+        folders = {source.path: source.folder for source in split_input.sources}
+        for index in split_input.files:
+            if index.piece is None and (why := index.format.unread_annotations(index.path, folders[index.path])) is not None:
+                raise ShardkitError(why)
 
 
 def _prepend(first: list[Row | EntryError], rest: Iterator[Row | EntryError]) -> Iterator[Row | EntryError]:

@@ -41,7 +41,7 @@ Stop = Callable[[], None]  # called between records: raises to stop the shard (i
 def _covers(entries: list[tuple[str, int]]) -> tuple[tuple[str, int, int], ...]:
     runs: list[list[Any]] = []
     for source, line in entries:
-        if runs and runs[-1][0] == source and runs[-1][2] < line:
+        if runs and runs[-1][0] == source and (runs[-1][2] < line or line == runs[-1][2] == 0):  # 0: no line (a folder's image)
             runs[-1][2] = line
         else:
             runs.append([source, line, line])

@@ -13,12 +13,13 @@ import numpy as np
 import pytest
 
 import shardkit
-from shardkit.errors import EntryError, ShardkitError
+from shardkit.errors import EntryError, ShardkitError, ShardkitWarning
 from shardkit.pipeline.inputs import registry
 from shardkit.pipeline.inputs.formats.detection.yolo import YOLO, label_path
 from shardkit.pipeline.inputs.formats.input_format import Row
 from shardkit.pipeline.inputs.index_files import discover
 from tests.detection_sets import YOLO_IMAGES, YOLO_NAMES, photo, write_yolo
+from tests.yolo_exports import NAMES, TRUTH, assert_truth, write_labelimg, write_supervision
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +52,8 @@ def test_rows_are_the_images_with_their_labels(dataset: Path) -> None:
     train, val = discover([dataset])
     got = [r for r in train.rows() if isinstance(r, Row)]
     names = ("a.jpg", "b.jpg", "c.png")
-    assert [(r.source, r.line, r.key) for r in got] == [(str(dataset), i, f"images/train/{n}") for i, n in enumerate(names, start=1)]
+    # line 0: an image found in a folder has no line of data.yaml (errors name the image instead)
+    assert [(r.source, r.line, r.key) for r in got] == [(str(dataset), 0, f"images/train/{n}") for n in names]
     assert got[0].values == (
         str(root / "images" / "train" / "a.jpg"),
         "a.jpg",
@@ -61,10 +63,11 @@ def test_rows_are_the_images_with_their_labels(dataset: Path) -> None:
             "bbox": [[0.375, 0.25, 0.625, 0.75], [0.1875, 0.625, 0.3125, 0.875]],
             "text": ["person", "dog"],
             "label": [1, 3],
+            "ref": ["labels/train/a.txt:1", "labels/train/a.txt:2"],  # what a message about an object calls it
         },
     )
     assert got[1].values[3]["bbox"] == [[0.1, 0.2, 0.3, 0.6]]  # a YOLO-seg polygon: its extent, no segmentation
-    assert got[2].values[3] == {"units": "normalized", "bbox": [], "text": [], "label": []}  # no label file
+    assert got[2].values[3] == {"units": "normalized", "bbox": [], "text": [], "label": [], "ref": []}  # no label file
     assert [r.values[3]["text"] for r in val.rows() if isinstance(r, Row)] == [["dog"], []]  # an empty label file
     assert label_path(str(root / "images" / "train" / "a.jpg")) == str(root / "labels" / "train" / "a.txt")
 
@@ -131,7 +134,7 @@ def test_a_bad_image_is_skipped_and_listed(dataset_copy: Path, tmp_path: Path) -
         ("train: images/train\nnames: {0: a, 2: b}\n", "names: expected the class indexes 0 to 1, got 0, 2"),
         ("train: images/train\nnc: 3\nnames: [a, b]\n", "nc is 3, but names has 2"),
         ("train: images/train\nnames: [a, a]\n", "names: 'a' names two classes"),
-        ("train: images/missing\nnames: [a]\n", "images/missing: no such folder or image list (looked for {root}/images/missing)"),
+        ("train: images/missing\nnames: [a]\n", "train: images/missing: no such folder or image list (looked for {root}/images/missing)"),
         ("train: images/train\nnames: [a]\nkpt_shape: [17, 3]\n", "YOLO pose labels (kpt_shape) are not supported yet"),
     ],
 )
@@ -181,3 +184,91 @@ def _box(values: list[float]) -> list[float]:
         cx, cy, w, h = values
         return [cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2]
     return [min(values[0::2]), min(values[1::2]), max(values[0::2]), max(values[1::2])]
+
+
+# -- Roboflow / supervision, LabelImg's classes.txt, absent splits, rows with no line ------------
+
+
+@pytest.mark.parametrize("layout", ["roboflow", "images-split"])
+def test_a_data_yaml_with_nc_and_names_alone_takes_the_split_folders_beside_it(tmp_path: Path, layout: str) -> None:
+    """supervision's ``as_yolo(data_yaml_path=...)`` writes ``nc`` and ``names`` alone. Before:
+    "unknown index format '.yaml'". Roboflow's ``<split>/images``, or ``images/<split>``; a
+    split is named as its folder is (``valid`` stays ``valid``, as Roboflow's COCO folders)."""
+    pytest.importorskip("tensorflow")
+    data = write_supervision(tmp_path / "export")
+    if layout == "images-split":  # the same files in Ultralytics' tree
+        for split in TRUTH:
+            for kind in ("images", "labels"):
+                (tmp_path / "export" / kind).mkdir(exist_ok=True)
+                (tmp_path / "export" / split / kind).rename(tmp_path / "export" / kind / split)
+            (tmp_path / "export" / split).rmdir()
+    assert "train:" not in data.read_text() and registry.file_format(str(data)) is YOLO
+    assert [(f.split, f.path) for f in discover([data.parent])] == [("train", str(data)), ("valid", str(data))]
+    result = shardkit.build([data.parent], tmp_path / "out", workers=1, progress=False)
+    assert (result.records, result.skipped) == (5, 0)
+    assert_truth(tmp_path / "out", {"train": "train", "valid": "valid"})
+
+
+def test_a_split_data_yaml_names_that_is_not_there_is_left_out_with_a_warning(tmp_path: Path) -> None:
+    """Roboflow's own data.yaml names ``test: ../test/images`` where the export has no test set;
+    Ultralytics accepts it. No split there at all is one line."""
+    data = write_supervision(tmp_path / "export")
+    data.write_text(f"train: ../train/images\nval: ../valid/images\ntest: ../test/images\n\nnc: 3\nnames: {NAMES}\n")
+    with pytest.warns(ShardkitWarning, match=r"data.yaml: test: \.\./test/images: no such folder or image list: the split is left out$"):
+        found = discover([data])
+    assert [f.split for f in found] == ["train", "val"]
+    shutil.rmtree(tmp_path / "export" / "train")
+    shutil.rmtree(tmp_path / "export" / "valid")
+    with pytest.raises(
+        ShardkitError, match=r"data.yaml: train: \.\./train/images: no such folder or image list \(looked for .*/train/images\); val: "
+    ):
+        discover([data])
+    data.write_text(f"nc: 3\nnames: {NAMES}\n")
+    with pytest.raises(
+        ShardkitError, match=r"data.yaml: no split: it names none, and .* has no <split>/images, images/<split> or images folder$"
+    ):
+        discover([data])
+
+
+@pytest.mark.parametrize("splits", [False, True])
+def test_a_folder_with_classes_txt_images_and_labels_is_a_yolo_dataset(tmp_path: Path, splits: bool) -> None:
+    """LabelImg's YOLO mode: ``classes.txt`` with the labels (flat), or beside ``images/<split>``.
+    Before: ``classes.txt`` read as an image list (``classes.txt:3: 2 columns, but line 1 has 1``)."""
+    pytest.importorskip("tensorflow")
+    classes = write_labelimg(tmp_path / "set", splits)
+    root = tmp_path / "set"
+    assert registry.layout_format(str(root)) is YOLO
+    assert [f.split for f in discover([root])] == (["train", "valid"] if splits else ["train"])
+    result = shardkit.build([root], tmp_path / "out", workers=1, progress=False)
+    assert (result.records, result.skipped) == (5, 0)  # the images LabelImg wrote no labels for: kept, no objects
+    assert_truth(tmp_path / "out", {"train": "train", "valid": "valid" if splits else "train"})
+    with pytest.raises(ShardkitError) as refused:
+        shardkit.build([classes], tmp_path / "alone", workers=1, progress=False)
+    assert str(refused.value) == (
+        f"{classes}: the class names of a YOLO dataset, not an image list: "
+        f"give the dataset's folder to read its images and labels (shardkit build {root})"
+    )
+
+
+def test_a_classes_txt_with_no_dataset_near_is_still_an_index_file(tmp_path: Path) -> None:
+    (tmp_path / "classes.txt").write_text("cat\ndog\n")
+    assert registry.file_format(str(tmp_path / "classes.txt")) is registry.named("txt")
+
+
+def test_an_image_found_in_a_folder_is_named_with_no_line_of_data_yaml(dataset_copy: Path, tmp_path: Path) -> None:
+    """Before: ``data.yaml:2: image/encoded: ...b.jpg: not an image``, line 2 of data.yaml being
+    ``train: ...``. A folder's image has no line: it is named instead."""
+    (dataset_copy.parent / "images" / "train" / "b.jpg").write_bytes(b"not a jpeg at all")
+    config = tmp_path / "decode.yaml"
+    config.write_text("features:\n  image/encoded: {kind: encoded_image, column: image, encoding: png}\n")
+    with pytest.raises(EntryError) as refused:
+        shardkit.build([dataset_copy], tmp_path / "out", config=config, workers=1, progress=False)
+    assert (refused.value.source, refused.value.line) == (str(dataset_copy), 0)
+    assert str(refused.value).startswith(f"{dataset_copy}: image/encoded: {dataset_copy.parent}/images/train/b.jpg: ")
+
+
+def test_an_unshuffled_build_covers_its_dataset_file_once_not_once_an_image(dataset: Path, tmp_path: Path) -> None:
+    """``covers`` runs of line 0 (images with no line) are one run, where each image was its own."""
+    result = shardkit.build([dataset], tmp_path / "out", workers=1, progress=False, shuffle=False)
+    assert result.manifest is not None
+    assert [shard.covers for shard in result.manifest.splits["train"].shards] == [((str(dataset), 0, 0),)]

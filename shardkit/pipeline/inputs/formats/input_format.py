@@ -186,6 +186,13 @@ class InputFormat:
         ``image/source_id``); None where its format has none. Two inputs of a split must not share one."""
         return None
 
+    def unread_annotations(self, path: str, folder: str) -> str | None:
+        """Why building the input ``path`` (its relative paths against ``folder``) with the
+        config its first row suggests would leave annotations beside its files unread (YOLO
+        labels beside a plain image list's images), as one line saying what to build instead;
+        None where nothing is left. Asked once per input, where no config is given."""
+        return None
+
     def described(self, row: Row) -> str:
         """What a build's fingerprint keeps of ``row`` where no one file's hash covers it (a row
         read from a folder, or from a file naming its own splits): its identity, by default."""

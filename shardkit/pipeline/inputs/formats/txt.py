@@ -4,12 +4,16 @@ every data line as wide as the first. Cut at line ends; a row's plan payload is 
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import os
 from collections.abc import Iterator
 from typing import IO, ClassVar
 
 from shardkit.errors import EntryError
+from shardkit.pipeline.inputs.formats.detection import darknet
 from shardkit.pipeline.inputs.formats.input_format import Piece, Row
 from shardkit.pipeline.inputs.formats.text_lines import TextFormat
+from shardkit.storage import location
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +49,16 @@ class Txt(TextFormat):
                 yield EntryError(source, number, f"{len(values)} columns, but line {first_line} has {width}")
                 continue
             yield Row(source, number, values, text=text)
+
+    def unread_annotations(self, path: str, folder: str) -> str | None:
+        """A list of images alone (one column) whose first images have YOLO labels beside them,
+        or that a Darknet ``obj.data`` names: one line saying what reads the labels."""
+        if location.is_url(path):
+            return None
+        first = [r for r in itertools.islice(self.read_rows(Piece(path)), darknet.SAMPLE) if isinstance(r, Row)]
+        if not first or len(first[0].values) != 1:
+            return None
+        return darknet.unread_labels(path, [(r.line, os.path.join(folder, r.values[0])) for r in first])
 
     def plan_payload(self, row: Row) -> str:
         return row.text  # type: ignore[return-value]  # every .txt row keeps its line

@@ -1,12 +1,20 @@
-"""YOLO datasets in the Ultralytics layout: a ``data.yaml`` naming its splits' images and its
-classes, the labels in the parallel ``labels/`` tree. One file, several splits: ``file_splits``.
+"""YOLO datasets as Ultralytics, Roboflow, supervision and LabelImg lay them out: a ``data.yaml``
+naming its splits and classes, or a ``classes.txt``, the labels in the parallel ``labels/`` tree.
+One file, several splits: ``file_splits``. (Darknet's ``obj.data``: ``detection.darknet``.)
 
 ``data.yaml`` has ``path`` (the root, optional: else the file's folder), ``train``, ``val`` and
 ``test``, each a folder of images (walked down), a ``.txt`` list of image paths, or a list of
 those, relative to the root (a ``../`` that leads nowhere is dropped, as Ultralytics does for
 Roboflow's exports), and ``names``: a list, or a mapping ``{0: person, ...}`` (keys may be
-strings of integers, as Ultralytics reads them; ``nc`` alone gives ``class0``, ...). A folder
-holding such a YAML is read the same (``shardkit build DATASET``). A folder's images are told by
+strings of integers, as Ultralytics reads them; ``nc`` alone gives ``class0``, ...). A split it
+names that is not there (Roboflow's ``test: ../test/images`` with no test set) is left out with a
+warning, as Ultralytics accepts it. A ``data.yaml`` naming no split (supervision's ``as_yolo``
+writes ``nc`` and ``names`` alone) has the splits of the folders beside it: Roboflow's
+``<split>/images``, else ``images/<split>``, else ``images/`` itself as ``train``, each named as
+its folder is (``valid`` stays ``valid``). A folder with ``images/``, ``labels/`` and a ``classes.txt``
+(a class a line, as LabelImg writes it, beside them or in ``labels/``) is such a dataset too,
+named by it. A folder holding either is read the same (``shardkit build DATASET``); a
+``classes.txt`` given alone is one line saying to give its folder. A folder's images are told by
 suffix; each line of a list is meant as an image: one with no image suffix is told by content,
 and one that is missing or no image is an ``EntryError`` naming the list and its line.
 
@@ -18,84 +26,120 @@ image's size, which no annotation here states, so masks cannot be drawn from YOL
 image with no label file, or an empty one, has no objects. YOLO's class ``i`` is label ``i + 1``,
 named ``names[i]``: the label map. Pose datasets (``kpt_shape``) are refused. Images are named by
 absolute path (``--image-root`` has nothing to resolve); local datasets only. The root, the images
-and their labels stay inside the YAML's folder (``storage.boundary``).
+and their labels stay inside the dataset file's folder (``storage.boundary``).
+
+A row's source is the dataset file and its line 0: an image has no line of it (a bad list entry
+names the list and its line, a bad label the label file and its line, an object its label line).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import re
+import warnings
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 
-from shardkit.errors import EntryError, ShardkitError
-from shardkit.formats.image_headers import IMAGE_SUFFIXES, image_format
+from shardkit.errors import EntryError, ShardkitError, ShardkitWarning
+from shardkit.formats.image_headers import IMAGE_SUFFIXES
 from shardkit.pipeline.inputs.formats.detection.annotations import DetectionFormat, detection_row
+from shardkit.pipeline.inputs.formats.detection.darknet import class_list, list_lines, not_an_image, objects
 from shardkit.pipeline.inputs.formats.input_format import Piece, Row
 from shardkit.storage.boundary import Boundary
 
 SPLITS = ("train", "val", "test")
+_ORDER = ("train", "val", "valid", "test")  # splits found as folders, in this order; others after, by name
 _YAML = (".yaml", ".yml")
 _PEEK = 1 << 20  # a dataset YAML is small: a larger one is no dataset's
 _DATA_YAML = ("data.yaml", "data.yml")
+CLASSES_TXT = "classes.txt"
 _TOP_KEYS = re.compile(r"^(train|val|test|names|nc)\s*:", re.MULTILINE)  # a dataset's keys, in a YAML that does not parse
 
 
 @dataclasses.dataclass(frozen=True)
+class Dataset:
+    """A YOLO dataset as its file (``data.yaml``, ``classes.txt``) gives it: its class names, its
+    root, each split's entry (a folder or ``.txt`` list relative to the root, or a list of those)
+    and the splits the file names that are not there."""
+
+    path: str
+    names: list[str]
+    root: str
+    splits: dict[str, Any]
+    absent: tuple[tuple[str, str], ...] = ()  # (split, what it names)
+
+
+@dataclasses.dataclass(frozen=True)
 class Yolo(DetectionFormat):
+    # A classes.txt among .txt index files is told (file_splits says what to give instead), not read as images.
+    claims_ahead: ClassVar[tuple[str, ...]] = (".txt",)
+
     def claims(self, path: str) -> bool:
+        if os.path.basename(path).lower() == CLASSES_TXT:
+            return _classes_home(path) is not None
         return _dataset_yaml(path)
 
     def claims_folder(self, root: str) -> bool:
-        return bool(_dataset_files(root))
+        return bool(_dataset_files(root)) or _classes_file(root) is not None
 
     def folder_splits(self, root: str) -> list[tuple[str, Piece]]:
         found = _dataset_files(root)
+        if not found:
+            return _pieces(dataset(_classes_file(root) or os.path.join(root, CLASSES_TXT)))
         if len(found) > 1 and not any(os.path.basename(p) == "data.yaml" for p in found):
             raise ShardkitError(f"{root}: several dataset YAMLs ({', '.join(map(os.path.basename, found))}): give the one to build")
         return self.file_splits(next((p for p in found if os.path.basename(p) == "data.yaml"), found[0]))
 
     def file_splits(self, path: str) -> list[tuple[str, Piece]]:
-        data = _load(path)
-        return [(split, Piece(path, context=split)) for split in SPLITS if data.get(split)]
+        if os.path.basename(path).lower() == CLASSES_TXT:
+            raise ShardkitError(
+                f"{path}: the class names of a YOLO dataset, not an image list: "
+                f"give the dataset's folder to read its images and labels (shardkit build {_classes_home(path)})"
+            )
+        return _pieces(dataset(path))
 
     def label_map(self, path: str) -> tuple[tuple[int, str], ...]:
-        return tuple((i + 1, name) for i, name in enumerate(names(path, _load(path))))
+        return tuple((i + 1, name) for i, name in enumerate(dataset(path).names))
 
     def root_of(self, path: str, image_root: str | None) -> str:
-        """The YAML's folder: its images are found from it (``--image-root`` has nothing to resolve)."""
-        return os.path.dirname(os.path.abspath(path))
+        """The dataset's folder: its images are found from it (``--image-root`` has nothing to resolve)."""
+        return _home(path)
 
     def read_rows(self, piece: Piece) -> Iterator[Row | EntryError]:
         source = piece.path
-        data = _load(source)
-        classes = names(source, data)
-        root = _root(source, data)
+        found = dataset(source)
+        root = found.root
         rule, top = Boundary(), self.root_of(source, None) if piece.confined else None  # None: --allow-outside-root
         if top is not None and (refused := rule.outside(root, top)) is not None:
-            raise ShardkitError(f"{source}: path: {data.get('path')}: {refused}")
-        for line, (image, listed_in, number) in enumerate(images(source, root, data[piece.context], top), start=1):
+            raise ShardkitError(f"{source}: path: {refused}")
+        for image, listed_in, number in images(source, root, found.splits[piece.context], top):
             labels = label_path(image)
             refused = None if top is None else rule.outside(image, top) or rule.outside(labels, top)
             if refused is not None:  # before its content is looked at
-                yield EntryError(listed_in or source, number if listed_in else line, refused)
+                yield EntryError(listed_in, number, refused) if listed_in else EntryError(source, 0, f"{image}: {refused}")
                 continue
-            problem = _not_an_image(image) if listed_in else None
+            problem = not_an_image(image) if listed_in else None
             if problem is not None:  # a list's entry names its list and line, not data.yaml's
                 yield EntryError(listed_in, number, f"{image}: {problem}")
                 continue
             try:
-                found = objects(labels, classes)
+                found_objects = objects(labels, found.names, os.path.relpath(labels, root))
             except EntryError as exc:
                 yield exc
                 continue
             key = os.path.relpath(image, root)
             name = os.path.basename(image)
-            yield detection_row(source, line, image, name, os.path.splitext(name)[0], found, key)
+            yield detection_row(source, 0, image, name, os.path.splitext(name)[0], found_objects, key)
+
+
+def _pieces(found: Dataset) -> list[tuple[str, Piece]]:
+    """The splits of ``found`` as pieces; a split it names that is not there, a warning."""
+    for split, entry in found.absent:
+        warnings.warn(f"{found.path}: {split}: {entry}: no such folder or image list: the split is left out", ShardkitWarning, stacklevel=2)
+    return [(split, Piece(found.path, context=split)) for split in found.splits]
 
 
 def _dataset_yaml(path: str) -> bool:
@@ -113,7 +157,11 @@ def _dataset_yaml(path: str) -> bool:
         with open(path, "rb") as f:
             keys = set(_TOP_KEYS.findall(f.read().decode("utf-8", "replace")))
         return os.path.basename(path).lower() in _DATA_YAML or bool(keys & {"names", "nc"} and keys & set(SPLITS))
-    return isinstance(data, dict) and ("names" in data or "nc" in data) and any(data.get(s) for s in SPLITS)
+    if not isinstance(data, dict) or not ("names" in data or "nc" in data):
+        return False
+    if any(data.get(s) for s in SPLITS) or os.path.basename(path).lower() in _DATA_YAML:
+        return True
+    return "nc" in data and _labelled(os.path.dirname(path))  # supervision's: nc and names alone, its splits the folders beside
 
 
 def _dataset_files(root: str) -> list[str]:
@@ -122,7 +170,78 @@ def _dataset_files(root: str) -> list[str]:
         names = sorted(os.listdir(root))
     except OSError:
         return []
-    return [path for path in (os.path.join(root, n) for n in names) if YOLO.claims(path)]
+    return [path for path in (os.path.join(root, n) for n in names) if _dataset_yaml(path)]
+
+
+def dataset(path: str) -> Dataset:
+    """The dataset a ``data.yaml`` or ``classes.txt`` describes; one line where it has no split."""
+    if os.path.basename(path).lower() == CLASSES_TXT:
+        root = _home(path)
+        found = Dataset(path, class_list(path), root, dict(_folder_splits(root)))
+    else:
+        data = _load(path)
+        root = _root(path, data)
+        named = {split: data[split] for split in SPLITS if data.get(split)}
+        absent = tuple((s, str(e)) for s, e in named.items() if isinstance(e, str) and not os.path.exists(_place(root, e)))
+        splits = {s: e for s, e in named.items() if s not in dict(absent)} if named else dict(_folder_splits(root))
+        found = Dataset(path, names(path, data), root, splits, absent)
+    if not found.splits and found.absent:  # each split it names is not there
+        said = "; ".join(f"{s}: {e}: no such folder or image list (looked for {_place(found.root, e)})" for s, e in found.absent)
+        raise ShardkitError(f"{path}: {said}")
+    if not found.splits:
+        raise ShardkitError(f"{path}: no split: it names none, and {found.root} has no <split>/images, images/<split> or images folder")
+    return found
+
+
+def _folder_splits(root: str) -> list[tuple[str, str]]:
+    """The splits of the folders in ``root`` (each with its images folder, relative): Roboflow's
+    ``<split>/images``, else ``images/<split>``, else ``images`` itself as ``train``."""
+    try:
+        names = os.listdir(root)
+        roboflow = [n for n in names if n not in ("images", "labels") and os.path.isdir(os.path.join(root, n, "images"))]
+        if roboflow:
+            return [(n, f"{n}/images") for n in _ordered(roboflow)]
+        if not os.path.isdir(os.path.join(root, "images")):
+            return []
+        inside = [n for n in os.listdir(os.path.join(root, "images")) if os.path.isdir(os.path.join(root, "images", n))]
+    except OSError:
+        return []
+    return [(n, f"images/{n}") for n in _ordered(inside)] if inside else [("train", "images")]
+
+
+def _ordered(splits: list[str]) -> list[str]:
+    return sorted(splits, key=lambda n: (_ORDER.index(n) if n in _ORDER else len(_ORDER), n))
+
+
+def _classes_home(path: str) -> str | None:
+    """The dataset folder a ``classes.txt`` belongs to (beside ``images/`` and ``labels/``, or in
+    ``labels/``, as LabelImg saves it with the labels); None where no such folder is near."""
+    folder = os.path.dirname(os.path.abspath(path))
+    for home in (folder, os.path.dirname(folder)) if os.path.basename(folder) == "labels" else (folder,):
+        if _labelled(home):
+            return home
+    return None
+
+
+def _labelled(root: str) -> bool:
+    """Whether the folder ``root`` holds split folders of images with a ``labels`` folder beside one."""
+    top = os.path.abspath(root)
+    return any(os.path.isdir(os.path.dirname(label_path(os.path.join(top, f, "x")))) for _, f in _folder_splits(top))
+
+
+def _classes_file(root: str) -> str | None:
+    """The ``classes.txt`` of the dataset folder ``root``: beside ``images/``, or in ``labels/``."""
+    for candidate in (os.path.join(root, CLASSES_TXT), os.path.join(root, "labels", CLASSES_TXT)):
+        if os.path.isfile(candidate) and _classes_home(candidate) == os.path.abspath(root):
+            return candidate
+    return None
+
+
+def _home(path: str) -> str:
+    """The folder a dataset file's paths stay in: the YAML's folder; a ``classes.txt``'s dataset folder."""
+    if os.path.basename(path).lower() == CLASSES_TXT:
+        return _classes_home(path) or os.path.dirname(os.path.abspath(path))
+    return os.path.dirname(os.path.abspath(path))
 
 
 def _load(path: str) -> dict[str, Any]:
@@ -208,103 +327,37 @@ def images(path: str, root: str, entry: Any, within: str | None = None) -> list[
     for item in entry if isinstance(entry, list) else [entry]:
         if not isinstance(item, str) or not item:
             raise ShardkitError(f"{path}: expected a folder or a .txt list of images, got {item!r}")
-        place = os.path.normpath(os.path.join(root, item))
-        if not os.path.exists(place) and item.startswith("../"):
-            place = os.path.normpath(os.path.join(root, item[3:]))
+        place = _place(root, item)
         if within is not None and (refused := Boundary().outside(place, within)) is not None:
             raise ShardkitError(f"{path}: {item}: {refused}")
         if os.path.isdir(place):
             walked = (os.path.join(folder, n) for folder, _, files in os.walk(place) for n in files)
             found += [(p, "", 0) for p in walked if os.path.splitext(p)[1].lower() in IMAGE_SUFFIXES]
         elif os.path.isfile(place):
-            found += _listed(place)
+            found += listed(place)
         else:
             raise ShardkitError(f"{path}: {item}: no such folder or image list (looked for {place})")
     return sorted(found)
 
 
-def _listed(list_file: str) -> list[tuple[str, str, int]]:
+def _place(root: str, item: str) -> str:
+    """Where a split's folder or list is: against the root; a ``../`` that leads nowhere dropped."""
+    found = os.path.normpath(os.path.join(root, item))
+    if not os.path.exists(found) and item.startswith("../"):
+        found = os.path.normpath(os.path.join(root, item[3:]))
+    return found
+
+
+def listed(list_file: str) -> list[tuple[str, str, int]]:
     """The images a ``.txt`` list names, relative ones against its folder, with their lines."""
     folder = os.path.dirname(list_file)
-    try:
-        with open(list_file, encoding="utf-8-sig") as f:
-            lines = [(n, line.strip()) for n, line in enumerate(f, start=1) if line.strip()]
-        return [(os.path.normpath(os.path.join(folder, text)), list_file, n) for n, text in lines]
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ShardkitError(f"{list_file}: cannot read the image list: {getattr(exc, 'strerror', None) or exc}") from None
-
-
-def _not_an_image(image: str) -> str | None:
-    """Why a list's entry cannot be built (a missing file; a name with no image suffix whose
-    content is no image either, such as a .txt); None where it can: an entry of a list the user
-    wrote is never left out unsaid (Ultralytics drops those without an image suffix)."""
-    try:
-        if os.path.splitext(image)[1].lower() in IMAGE_SUFFIXES:
-            return None if os.path.isfile(image) else "no such image file" if not os.path.exists(image) else "not a file"
-        kind = image_format(image)  # .jfif from a browser, a name with no suffix: told by content
-    except OSError as exc:
-        return "no such image file" if isinstance(exc, FileNotFoundError) else f"cannot read: {exc.strerror or exc}"
-    return None if kind is not None else "not an image (no image suffix, and Pillow does not know its content): a list names images only"
+    return [(os.path.normpath(os.path.join(folder, text)), list_file, n) for n, text in list_lines(list_file)]
 
 
 def label_path(image: str) -> str:
     """Where Ultralytics looks for an image's labels: the last ``/images/`` made ``/labels/``, the suffix ``.txt``."""
     images, labels = f"{os.sep}images{os.sep}", f"{os.sep}labels{os.sep}"
     return os.path.splitext(labels.join(image.rsplit(images, 1)))[0] + ".txt"
-
-
-def objects(labels: str, classes: list[str]) -> dict[str, Any]:
-    """An image's label file as a row's ``objects`` value (none where it has no file); a bad
-    line raises an ``EntryError`` naming the file and line."""
-    boxes: list[list[float]] = []
-    found: list[int] = []
-    try:
-        with open(labels, encoding="utf-8-sig") as f:
-            lines = list(f)
-    except FileNotFoundError:
-        lines = []
-    except (OSError, UnicodeDecodeError) as exc:
-        raise EntryError(labels, 0, f"cannot read: {getattr(exc, 'strerror', None) or exc}") from None
-    for number, text in enumerate(lines, start=1):
-        words = text.split()
-        if not words:
-            continue
-        try:
-            values = [float(w) for w in words]
-        except ValueError:
-            bad = next(w for w in words if not _is_number(w))
-            raise EntryError(labels, number, f"{bad!r} is not a number") from None
-        if not all(math.isfinite(v) for v in values):
-            raise EntryError(labels, number, "a value is not finite")
-        index = values[0]
-        if not index.is_integer() or not 0 <= index < len(classes):
-            raise EntryError(labels, number, f"class {words[0]} is not in names (0 to {len(classes) - 1})")
-        boxes.append(_box(values[1:], labels, number))
-        found.append(int(index))
-    return {
-        "units": "normalized",
-        "bbox": boxes,
-        "text": [classes[i] for i in found],
-        "label": [i + 1 for i in found],
-    }
-
-
-def _box(values: list[float], labels: str, number: int) -> list[float]:
-    if len(values) == 4:
-        cx, cy, w, h = values
-        return [cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2]
-    if len(values) >= 6 and len(values) % 2 == 0:  # YOLO-seg: a polygon of three points or more
-        xs, ys = values[0::2], values[1::2]
-        return [min(xs), min(ys), max(xs), max(ys)]
-    raise EntryError(labels, number, f"{len(values) + 1} values: expected class cx cy w h, or class and a polygon x1 y1 x2 y2 ...")
-
-
-def _is_number(word: str) -> bool:
-    try:
-        float(word)
-    except ValueError:
-        return False
-    return True
 
 
 YOLO = Yolo("yolo")
