@@ -314,3 +314,47 @@ def test_verify_deep_loads_the_label_map_as_the_od_api_does(text: str, problem: 
     else:
         assert [p.startswith(f"{out / 'label_map.pbtxt'}: {problem}") for p in report.problems] == [True], report.problems
     assert shardkit.verify([str(out)]).ok  # the quick check reads records only
+
+
+# -- FiftyOne -------------------------------------------------------------------------------------
+
+
+def write_fiftyone(root: Path) -> dict[str, list[dict[str, Any]]]:
+    """``dataset.match_tags(split).export(export_dir=ROOT/split, dataset_type=fo.types.COCODetectionDataset)``
+    for each split: ``labels.json`` (info, licenses, categories, images, annotations; ids from 1)
+    beside ``data/``, the images."""
+    written: dict[str, list[dict[str, Any]]] = {}
+    image_id = 0
+    for s, split in enumerate(("train", "validation")):
+        (root / split / "data").mkdir(parents=True)
+        images, annotations = [], []
+        for i in range(3):
+            image_id += 1
+            width, height = 56 + 4 * i, 44 + 4 * s
+            name = f"{image_id:06d}.jpg"
+            photo(root / split / "data" / name, width, height, 30 + image_id)
+            images.append({"id": image_id, "file_name": name, "height": height, "width": width, "license": None, "coco_url": None})
+            for category, bbox in _objects(s, i, width, height):
+                annotations.append({"id": len(annotations) + 1, "image_id": image_id, "category_id": category, "bbox": bbox,
+                                    "area": bbox[2] * bbox[3], "iscrowd": 0})  # fmt: skip
+            written.setdefault(split, []).append({**images[-1], "objects": _objects(s, i, width, height)})
+        document = {
+            "info": {"year": "", "version": "", "description": "Exported from FiftyOne", "contributor": "", "url": "https://voxel51.com/fiftyone",
+                     "date_created": "2024-03-05T10:21:07"},
+            "licenses": [],
+            "categories": [{"id": n + 1, "name": name, "supercategory": None} for n, name in enumerate(CLASSES)],
+            "images": images,
+            "annotations": annotations,
+        }  # fmt: skip
+        (root / split / "labels.json").write_text(json.dumps(document))
+    return written
+
+
+def test_a_fiftyone_export_finds_its_data_folder_and_builds_each_split_exact(tmp_path: Path) -> None:
+    root = tmp_path / "export"
+    written = write_fiftyone(root)
+    files = [root / "train" / "labels.json", root / "validation" / "labels.json"]
+    assert [f.split for f in discover(files)] == ["train", "validation"]  # was one split, "labels", its ids merged
+    result = shardkit.build([root], tmp_path / "out", workers=1, progress=False)
+    assert result.manifest is not None and sorted(result.manifest.splits) == ["train", "validation"]
+    assert_exact(tmp_path / "out", written, {n + 1: name for n, name in enumerate(CLASSES)}, {1: 1, 2: 2, 3: 3})

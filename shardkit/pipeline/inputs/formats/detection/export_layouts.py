@@ -6,6 +6,8 @@ folder its images are in, and which folders are exports whose files are their sp
   with the images in ``images/<split>/``.
 - Roboflow's (and supervision's): ``<split>/_annotations.coco.json`` beside the split's images
   (``train``, ``valid``, ``test``): the file's name tells no split, its folder's does.
+- FiftyOne's (``COCODetectionDataset``): ``labels.json`` beside ``data/``, the images; exported a
+  split a folder, so the folder's name is the split, as for Roboflow's.
 
 A ``file_name`` that already begins with its image folder's name (``val2017/x.jpg``, as some
 converters write it in the standard layout) resolves against the folder above: told once a file,
@@ -23,8 +25,9 @@ from shardkit.storage import location
 TASK_PREFIX = re.compile(r"^(instances|person_keypoints|captions|panoptic)_", re.IGNORECASE)
 _YEAR = re.compile(r"\d{4}$")
 ROBOFLOW = "_annotations.coco.json"  # in each split's folder, beside its images
-_NAMELESS = ("_annotations.coco", "_annotations", "annotations")  # file names that tell no split
+_NAMELESS = ("_annotations.coco", "_annotations", "annotations", "labels")  # file names that tell no split
 ANNOTATIONS, IMAGES = "annotations", "images"
+FIFTYONE, FIFTYONE_IMAGES = "labels.json", "data"  # FiftyOne's COCODetectionDataset: labels.json beside data/
 _FILE_NAME = re.compile(rb'"file_name"\s*:\s*("(?:[^"\\]|\\.){0,4096}")')  # bounded: a name of megabytes is no folder's
 _PEEK = 1 << 20  # where the first image's file_name is looked for
 
@@ -42,9 +45,12 @@ def split_name(path: str) -> str:
 def image_folder(path: str) -> str:
     """The image folder of the annotation file ``path``, absolute: ``val2017/`` beside
     ``annotations/`` (the standard layout), or inside it, or ``images/val2017/`` beside it
-    (datumaro's), where one exists; else the file's own folder. The folder above it where the file
-    names already begin with its name and it holds no folder of that name."""
+    (datumaro's), where one exists; ``data/`` beside FiftyOne's ``labels.json``; else the file's
+    own folder. The folder above it where the file names already begin with its name and it holds
+    no folder of that name."""
     folder = location.dirname(location.absolute(path))
+    if os.path.basename(path) == FIFTYONE and not location.is_url(folder) and os.path.isdir(os.path.join(folder, FIFTYONE_IMAGES)):
+        return os.path.join(folder, FIFTYONE_IMAGES)
     base = os.path.splitext(os.path.basename(path))[0]
     stem = TASK_PREFIX.sub("", base)
     if not stem or stem == base or location.is_url(folder):
@@ -59,17 +65,21 @@ def image_folder(path: str) -> str:
 
 def coco_files(root: str) -> list[str]:
     """The annotation files an export folder ``root`` would hold, where they are files: each
-    subfolder's ``_annotations.coco.json`` (Roboflow's), then ``annotations/instances_*.json``
-    (the standard layout, datumaro's); local folders only. Whether each is COCO is the caller's."""
+    subfolder's ``_annotations.coco.json`` (Roboflow's) or ``labels.json`` beside its ``data/``
+    (FiftyOne's), the folder's own such ``labels.json``, then ``annotations/instances_*.json`` (the
+    standard layout, datumaro's); local folders only. Whether each is COCO is the caller's."""
     try:
         with os.scandir(root) as entries:
             folders = sorted(e.name for e in entries if e.is_dir())
         listed = sorted(os.listdir(os.path.join(root, ANNOTATIONS))) if ANNOTATIONS in folders else []
     except OSError:
         return []
-    found = [os.path.join(root, name, ROBOFLOW) for name in folders] + [
-        os.path.join(root, ANNOTATIONS, n) for n in listed if n.startswith("instances_") and n.lower().endswith(".json")
-    ]
+    fiftyone = [os.path.join(root, *name, FIFTYONE) for name in [(n,) for n in folders] + [()]]
+    found = (
+        [os.path.join(root, name, ROBOFLOW) for name in folders]
+        + [path for path in fiftyone if os.path.isdir(os.path.join(os.path.dirname(path), FIFTYONE_IMAGES))]
+        + [os.path.join(root, ANNOTATIONS, n) for n in listed if n.startswith("instances_") and n.lower().endswith(".json")]
+    )
     return [path for path in found if os.path.isfile(path)]
 
 
