@@ -182,16 +182,15 @@ def test_images_of_different_sizes_need_image_size_to_batch(coco_shards: Path) -
         shardkit.tfdata.load(str(coco_shards), "val", image_size=(64, 64), decode_images=False)
 
 
-@pytest.mark.parametrize("size", [(60, 100), (96, 64)])
 def test_image_size_resizes_and_pads_as_model_garden_with_boxes_and_masks_moved(
-    coco_shards: Path, coco_records: dict[bytes, dict[str, Any]], size: tuple[int, int]
+    coco_shards: Path, coco_records: dict[bytes, dict[str, Any]]
 ) -> None:
     from tests import model_garden
 
     ops = model_garden.preprocess_ops()
-    height, width = size
+    # 48 px high, 64 to 104 wide: the narrow images fill the height (scale 1.25), the wide ones the width
+    size = height, width = 60, 100
     batches = list(shardkit.tfdata.load(str(coco_shards), "val", batch_size=4, image_size=size))
-    decoded = {x["image/filename"].numpy(): x["image/encoded"] for x in shardkit.tfdata.load(str(coco_shards), "val")}
     assert [b["image/encoded"].shape for b in batches] == [(4, height, width, 3), (2, height, width, 3)]
     assert batches[0][f"{P}/mask"].shape.as_list() == [4, None, height, width]
     seen = 0
@@ -199,7 +198,7 @@ def test_image_size_resizes_and_pads_as_model_garden_with_boxes_and_masks_moved(
         for i, name in enumerate(batch["image/filename"].numpy()):
             record = coco_records[name]
             boxes, _, masks = expected(record)
-            image = decoded[name]  # as load decodes it without image_size
+            image = tf.io.decode_image(record["image/encoded"], channels=3, expand_animations=False)  # as load decodes raw images
             h, w = int(record["image/height"]), int(record["image/width"])
             # Model Garden's own resize: scaled to fit, bilinear, padded bottom and right with zeros
             want, info = ops.resize_and_crop_image(image, size, size)
@@ -223,3 +222,18 @@ def test_image_size_resizes_and_pads_as_model_garden_with_boxes_and_masks_moved(
                 np.testing.assert_array_equal(got_masks, garden_masks)
             seen += 1
     assert seen == 6
+
+
+@pytest.mark.slow  # two tf.data pipelines traced: about 4 s
+def test_image_size_with_max_objects_pads_the_resized_objects(coco_shards: Path) -> None:
+    size = height, width = 60, 100
+    ragged = next(iter(shardkit.tfdata.load(str(coco_shards), "val", batch_size=6, image_size=size)))
+    dense = next(iter(shardkit.tfdata.load(str(coco_shards), "val", batch_size=6, image_size=size, max_objects=4, parse="single")))
+    assert dense[f"{P}/mask"].shape == (6, 4, height, width) and dense[f"{P}/boxes"].shape == (6, 4, 4)
+    names = list(ragged["image/filename"].numpy())
+    for i, name in enumerate(dense["image/filename"].numpy()):
+        j = names.index(name)
+        n = len(ragged[f"{P}/classes"][j])
+        np.testing.assert_array_equal(dense[f"{P}/boxes"][i, :n].numpy(), ragged[f"{P}/boxes"][j].numpy())
+        np.testing.assert_array_equal(dense[f"{P}/mask"][i, :n].numpy(), ragged[f"{P}/mask"][j].numpy())
+        assert (dense[f"{P}/boxes"][i, n:].numpy() == -1).all() and not dense[f"{P}/mask"][i, n:].numpy().any()
