@@ -60,6 +60,17 @@ def decoder(include_mask: bool = True) -> Any:
     return tf_example_decoder.TfExampleDecoder(include_mask=include_mask)
 
 
+def preprocess_ops() -> Any:
+    """``official.vision.ops.preprocess_ops``, whose ``resize_and_crop_image``, ``_boxes`` and
+    ``_masks`` its RetinaNet and Mask R-CNN input pipelines size images with. Its ``augment``
+    import (RandAugment and the like, which needs gin) is an empty module: none of those use it."""
+    install()
+    sys.modules.setdefault("official.vision.ops.augment", types.ModuleType("official.vision.ops.augment"))
+    from official.vision.ops import preprocess_ops as ops
+
+    return ops
+
+
 def convert(annotations: Path, image_dir: Path, prefix: Path, include_masks: bool = True) -> Path:
     """Model Garden's converter run in this process (no pool) into one shard; returns its path."""
     module = converter()

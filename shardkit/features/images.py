@@ -118,13 +118,17 @@ class PictureKind(FileKind):
 
         def encode(value: Any, loaded: Loaded, augmented: dict[str, np.ndarray] | None, out: Features, labels: list[Any]) -> None:
             info, mode = loaded.stored(key)
+            channels = image_codec.channels_of(mode)
             if augmented is None and image_codec.can_pass_through(info, encoding, mode):
                 data, height, width, image_format = loaded.files[key], info.height, info.width, info.format.lower()
             else:
                 array = augmented[key] if augmented is not None else loaded.array(spec)
-                data = image_codec.encode(array, encoding, spec.quality, spec.zlib_level, mask=class_values)
-                height, width, image_format = int(array.shape[0]), int(array.shape[1]), encoding
-            channels = image_codec.channels_of(mode)
+                # raw: the original keeps its bytes; an augmented copy has new pixels, in its source's format
+                image_format = encoding if encoding != "raw" else image_codec.copy_encoding(info)
+                data = image_codec.encode(array, image_format, spec.quality, spec.zlib_level, mask=class_values)
+                height, width = int(array.shape[0]), int(array.shape[1])
+                if encoding == "raw":  # decoded in a working mode (LA as RGBA): what the copy holds
+                    channels = int(array.shape[2]) if array.ndim == 3 else 1
             out[key] = ("bytes", [data])
             beside(spec, out, data, image_format, height, width, channels)
             stats.size(key, height, width, channels)
@@ -195,14 +199,6 @@ class ImageKind(PictureKind):
         if encoding not in ENCODINGS:
             raise ConfigError(f"{path}.encoding", f"unknown encoding {encoding!r} (known: {', '.join(ENCODINGS)})", source)
         return str(encoding)
-
-    def check_augment(self, spec: FeatureSpec, copies: int, source: str | None) -> None:
-        if spec.encoding == "raw" and copies > 0:
-            raise ConfigError(
-                f"features.{spec.key}.encoding",
-                "raw keeps the original bytes, but augmented copies have new pixels: use jpeg or png",
-                source,
-            )
 
 
 class EncodedImageKind(ImageKind):

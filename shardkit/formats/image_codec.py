@@ -54,6 +54,13 @@ def can_pass_through(info: ImageInfo, encoding: str, target_mode: str) -> bool:
     return info.format == _FORMAT[encoding] and info.mode == target_mode
 
 
+def copy_encoding(info: ImageInfo) -> str:
+    """How an augmented copy of a picture stored ``raw`` is encoded: in its source's own format
+    where shardkit encodes it (a JPEG as JPEG, at the feature's ``quality``), else as lossless PNG
+    (PNG, and BMP, GIF, TIFF, WebP sources)."""
+    return "jpeg" if info.format == "JPEG" else "png"
+
+
 def decode(data: bytes, mode: str, class_values: bool = False, info: ImageInfo | None = None, scale: int = 1) -> np.ndarray:
     """Decode to an HxW (one channel) or HxWxC array in ``mode``.
 
@@ -62,6 +69,10 @@ def decode(data: bytes, mode: str, class_values: bool = False, info: ImageInfo |
     for 1/``scale`` of its size where ``fast_decode`` can (check the result's shape): what that
     costs in fidelity is ``pipeline.reduced_decode``'s business. ``info`` saves probing again.
     """
+    if not class_values:
+        # A picture stored raw keeps its file's own mode (P, LA, CMYK, ...); where its pixels are
+        # worked on (an augmented copy) they are those a re-encode would keep. L, RGB, RGBA stay.
+        mode = _IMAGE_MODE.get(mode, mode)
     info = info if info is not None else probe(data)
     fast = fast_decode.jpeg(data, info, mode, scale) if info.format == "JPEG" else fast_decode.png(data, info, mode)
     if fast is not None:

@@ -15,14 +15,14 @@ URLs go to TensorFlow's own GCS filesystem unchanged. TensorFlow reads no other 
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from shardkit.errors import ShardkitError, UsageError
 from shardkit.features.registry import of_entry
 from shardkit.output.found import load_output
 from shardkit.output.manifest import Manifest
-from shardkit.read import tf_objects
+from shardkit.read import tf_objects, tf_resize
 from shardkit.storage import location
 
 PARSE_BATCH = 256
@@ -86,6 +86,7 @@ def load(
     cache: bool = False,
     drop_remainder: bool = False,
     max_objects: int | None = None,
+    image_size: tuple[int, int] | None = None,
 ) -> Any:
     """A ``tf.data.Dataset`` of feature dicts from a shardkit folder.
 
@@ -100,6 +101,11 @@ def load(
     ``decode_images`` its masks as (N, H, W) uint8; ``max_objects`` pads those to exactly that
     many objects (boxes and classes with -1, masks with 0), so that they batch densely (a record
     with more objects is an error: ``shardkit inspect OUT`` says the most a record has).
+
+    ``image_size=(H, W)`` scales each decoded picture to fit in H x W, keeping its aspect ratio,
+    and pads it at the bottom and right with zeros (Model Garden's ``resize_and_crop_image``;
+    ``read.tf_resize``), boxes and masks moved to match, so that pictures of different sizes
+    batch; without it, ``batch_size`` on pictures the manifest says differ in size is an error.
     """
     import tensorflow as tf
 
@@ -107,6 +113,7 @@ def load(
         raise UsageError(f"parse must be 'batched' or 'single', not {parse!r}")
     if max_objects is not None and max_objects < 1:
         raise UsageError(f"max_objects must be at least 1, not {max_objects}")
+    size = tf_resize.checked(image_size, decode_images)
     if not 0 <= host_index < num_hosts:
         raise UsageError(f"host_index {host_index} is outside 0..{num_hosts - 1}")
     problem = unreadable_url(out, tf.io.gfile.get_registered_schemes())
@@ -139,6 +146,8 @@ def load(
     if shuffle:
         ds = ds.shuffle(shuffle, seed=seed, reshuffle_each_iteration=True)
     decoders = _image_decoders(manifest) if decode_images else {}
+    if batch_size is not None and batch_size > 1 and size is None:
+        _check_one_size(out, manifest, decoders)
 
     def parsed(batch: Any) -> Any:  # serialized records -> feature dicts, objects' boxes and classes built (lists ragged)
         return tf_objects.built(tf.io.parse_example(batch, spec), objects)
@@ -158,9 +167,11 @@ def load(
     if decoders or max_objects:
         lead = next((f["key"] for f in manifest.schema if of_entry(f).leads and f["key"] in decoders), None)
         parsed_spec, rebatch = ds.element_spec, tf_objects.has_ragged(ds.element_spec)
+        nearest = {f["key"]: of_entry(f).class_values for f in manifest.schema if f["key"] in decoders}
 
         def record(x: Any) -> Any:
             decoded = tf_objects.decoded_masks(_decode(x, decoders), objects, lead)
+            decoded = tf_resize.sized(decoded, nearest, objects, lead, size) if size else decoded
             decoded = tf_objects.one_padded(decoded, objects, max_objects) if max_objects else decoded
             return tf_objects.as_batch_of_one(decoded, parsed_spec) if rebatch else decoded
 
@@ -180,6 +191,20 @@ def _image_decoders(manifest: Manifest) -> dict[str, tuple[str, int]]:
         if decoder is not None:
             out[f["key"]] = decoder
     return out
+
+
+def _check_one_size(out: str, manifest: Manifest, decoders: Mapping[str, tuple[str, int]]) -> None:
+    """One line, before TensorFlow's traceback at the first batch, where the manifest says the
+    decoded pictures of the build differ in size (its ``height`` and ``width`` ranges)."""
+    for entry in manifest.schema:
+        heights, widths = entry.get("height") or [], entry.get("width") or []
+        if entry["key"] in decoders and (len(set(heights)) > 1 or len(set(widths)) > 1):
+            sizes = f"height {min(heights)} to {max(heights)}, width {min(widths)} to {max(widths)}"
+            raise UsageError(
+                f"{out}: the images of {entry['key']!r} differ in size ({sizes}), so they do not batch: pass "
+                "image_size=(H, W) to resize and pad each one (boxes and masks moved to match), or batch_size=None "
+                "and resize them in your own map"
+            )
 
 
 def _decode(features: dict[str, Any], decoders: dict[str, tuple[str, int]]) -> dict[str, Any]:

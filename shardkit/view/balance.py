@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image, ImageDraw
 
 from shardkit.check.inspection import balanced, label_balance
 from shardkit.errors import ShardkitError
@@ -22,6 +22,7 @@ from shardkit.features.registry import of_entry
 from shardkit.formats import tfrecord_scan
 from shardkit.formats.example_proto import INT64, DecodeError, decode_example
 from shardkit.output.found import Output, expand
+from shardkit.view import fonts
 from shardkit.view.records import LABEL_NAMES
 from shardkit.view.sheet import BACKGROUND, GAP, INK, LINE, colour
 
@@ -32,7 +33,6 @@ MAX_CLASSES = 64  # as the build counts: a feature with more values is not a lab
 SHARD_WIDTH = 16  # the widest a shard's column is drawn
 _FAINT = (225, 225, 225)
 
-Font = ImageFont.ImageFont | ImageFont.FreeTypeFont
 Wanted = Callable[[str, str, Sequence[Any]], bool]  # (key, dtype, values): is this a label?
 
 
@@ -56,14 +56,13 @@ class Counts:
 def balance_sheet(paths: Sequence[str], *, compression: str = "auto") -> Image.Image:
     """The label balance picture of every split and label feature ``paths`` hold."""
     counts = label_counts(paths, compression=compression)
-    font = ImageFont.load_default()
     heights = [_panel_height(c) for c in counts]
     sheet = Image.new("RGB", (WIDTH, GAP + LINE + GAP + sum(heights) + GAP), BACKGROUND)
     draw = ImageDraw.Draw(sheet)
-    draw.text((GAP, GAP), _cut(draw, font, f"label balance: {', '.join(map(str, paths))}", WIDTH - 2 * GAP), fill=INK, font=font)
+    fonts.write(draw, (GAP, GAP), f"label balance: {', '.join(map(str, paths))}", INK, WIDTH - 2 * GAP)
     y = GAP + LINE + GAP
     for c, height in zip(counts, heights, strict=True):
-        _panel(draw, font, c, y)
+        _panel(draw, c, y)
         y += height
     return sheet
 
@@ -175,25 +174,25 @@ def _panel_height(c: Counts) -> int:
     return LINE + GAP + len(c.classes) * ROW + GAP + LINE + COLUMN + GAP + LINE + 3 * GAP
 
 
-def _panel(draw: ImageDraw.ImageDraw, font: Font, c: Counts, y: int) -> None:
+def _panel(draw: ImageDraw.ImageDraw, c: Counts, y: int) -> None:
     records = sum(c.totals.values())
     head = f"{c.where} [{c.split}] {c.key}: {records} records, {len(c.classes)} classes, {len(c.shards)} shards"
-    draw.text((GAP, y), _cut(draw, font, head, WIDTH - 2 * GAP), fill=INK, font=font)
+    fonts.write(draw, (GAP, y), head, INK, WIDTH - 2 * GAP)
     y += LINE + GAP
-    name_width = min(220, max(int(draw.textlength(n, font=font)) for n in c.classes) + 8)
+    name_width = min(220, max(int(fonts.length(draw, n)) for n in c.classes) + 8)
     most = max(c.totals.values(), default=1) or 1
     bar_room = WIDTH - 2 * GAP - name_width - 90
     for i, name in enumerate(c.classes):
         n = c.totals.get(name, 0)
-        draw.text((GAP, y), _cut(draw, font, name, name_width - 8), fill=INK, font=font)
+        fonts.write(draw, (GAP, y), name, INK, name_width - 8)
         length = max(1, round(bar_room * n / most)) if n else 0
         if length:
             draw.rectangle((GAP + name_width, y + 1, GAP + name_width + length, y + ROW - 3), fill=colour(i + 1))
         share = f"{n}  ({100 * n / records:.1f}%)" if records else "0"
-        draw.text((GAP + name_width + length + 4, y), share, fill=INK, font=font)
+        fonts.write(draw, (GAP + name_width + length + 4, y), share, INK, WIDTH)
         y += ROW
     y += GAP
-    draw.text((GAP, y), "class mix: the split's, then each shard's", fill=INK, font=font)
+    fonts.write(draw, (GAP, y), "class mix: the split's, then each shard's", INK, WIDTH)
     y += LINE
     _column(draw, GAP, y, SHARD_WIDTH, c.classes, c.totals)
     room = WIDTH - 2 * GAP - SHARD_WIDTH - GAP
@@ -204,7 +203,7 @@ def _panel(draw: ImageDraw.ImageDraw, font: Font, c: Counts, y: int) -> None:
         _column(draw, x, y, width, c.classes, tally)
         x += width
     y += COLUMN + GAP
-    draw.text((GAP, y), _cut(draw, font, _verdict(c, len(shown)), WIDTH - 2 * GAP), fill=INK, font=font)
+    fonts.write(draw, (GAP, y), _verdict(c, len(shown)), INK, WIDTH - 2 * GAP)
 
 
 def _column(draw: ImageDraw.ImageDraw, x: int, y: int, width: int, classes: list[str], tally: dict[str, int]) -> None:
@@ -231,12 +230,3 @@ def _verdict(c: Counts, shown: int) -> str:
         f"most lopsided shard: {found['shard']}, {found['largest_deviation']:.2f} from the split's mix"
         f" (shards drawn at random: about {found['by_chance']:.2f}; 0 = same mix, 1 = nothing in common){more}"
     )
-
-
-def _cut(draw: ImageDraw.ImageDraw, font: Font, text: str, width: int) -> str:
-    """``text`` cut at the end (with ``...``) to ``width`` pixels."""
-    if draw.textlength(text, font=font) <= width:
-        return text
-    while text and draw.textlength(text + "...", font=font) > width:
-        text = text[:-1]
-    return text + "..."

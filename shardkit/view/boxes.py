@@ -8,9 +8,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image, ImageDraw
 
 from shardkit.features.drawn import Overlay
+from shardkit.view import fonts
 
 MASK_ALPHA = 0.4
 DARK = (20, 20, 20)
@@ -29,7 +30,6 @@ def draw(picture: Image.Image, overlays: Sequence[Overlay], colour: Colour) -> I
             _blend(pixels, overlay, colour)
     out = Image.fromarray(np.rint(pixels).astype(np.uint8), "RGB")
     pen = ImageDraw.Draw(out)
-    font = ImageFont.load_default()
     line = 2 if out.height >= 120 else 1
     tabs = []
     for overlay in overlays:
@@ -44,7 +44,7 @@ def draw(picture: Image.Image, overlays: Sequence[Overlay], colour: Colour) -> I
             _keypoints(pen, overlay, out.size, colour, line + 1)
     placed: list[tuple[float, float, float, float]] = []
     for corners, text, fill in tabs:  # after every box: a name is never crossed by another object's box
-        placed.append(_tab(pen, font, corners, text, fill, out.size, placed))
+        placed.append(_tab(pen, corners, text, fill, out.size, placed))
     return out
 
 
@@ -93,7 +93,6 @@ def _dashed(pen: ImageDraw.ImageDraw, box: tuple[float, float, float, float], fi
 
 def _tab(
     pen: ImageDraw.ImageDraw,
-    font: ImageFont.ImageFont | ImageFont.FreeTypeFont,
     box: tuple[float, float, float, float],
     text: str,
     fill: tuple[int, int, int],
@@ -103,6 +102,7 @@ def _tab(
     """``text`` on a tab of the box's colour at its left edge: above the box, else inside its top,
     inside its bottom or below it, the first of those on the picture and clear of the names
     ``placed`` already (else above, or inside where there is no room above). Returns where it went."""
+    text, font = fonts.fitted(text)  # in a font with its glyphs (a class name in any script)
     left, top, right, bottom = pen.textbbox((0, 0), text, font=font)
     w, h = right - left + 4, bottom - top + 3
     x = min(max(0.0, box[0]), max(0.0, size[0] - w))

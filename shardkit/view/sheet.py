@@ -11,10 +11,10 @@ import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image, ImageDraw
 
 from shardkit.features.drawn import Overlay
-from shardkit.view import boxes
+from shardkit.view import boxes, fonts
 
 BACKGROUND = (255, 255, 255)
 INK = (20, 20, 20)
@@ -131,7 +131,6 @@ def render(
     ``MIN_TILE_HEIGHT`` enlarged by a whole factor), masks overlaid, objects drawn,
     captions under each tile, ``title`` on top and a legend of the mask classes shown at the
     bottom (``legend`` names them; unnamed ones show their value), then of the objects' classes."""
-    font = ImageFont.load_default()
     if tile_height is None:
         tile_height = OBJECTS_TILE_HEIGHT if any(tile.objects for row in rows for tile in row) else TILE_HEIGHT
     sizes = [[_size(tile) for tile in row] for row in rows]
@@ -156,14 +155,14 @@ def render(
     sheet = Image.new("RGB", (max(width, 200), top + row_height * len(scaled) + bottom + GAP), BACKGROUND)
     draw = ImageDraw.Draw(sheet)
     if title:
-        draw.text((GAP, GAP), _fit(draw, font, title, sheet.width - 2 * GAP), fill=INK, font=font)
+        fonts.write(draw, (GAP, GAP), title, INK, sheet.width - 2 * GAP, keep_end=True)
     y = top
     for tiles, row in zip(rows, scaled, strict=True):
         x = GAP
         for tile, picture in zip(tiles, row, strict=True):
             sheet.paste(picture, (x, y))
             for i, text in enumerate(tile.caption):
-                draw.text((x, y + height + 1 + i * LINE), _fit(draw, font, text, picture.width), fill=INK, font=font)
+                fonts.write(draw, (x, y + height + 1 + i * LINE), text, INK, picture.width, keep_end=True)
             x += picture.width + GAP
         y += row_height
     keys = [
@@ -173,8 +172,7 @@ def render(
     x = GAP
     for value, name in keys:
         draw.rectangle((x, y + 1, x + 9, y + 10), fill=colour(value), outline=INK)
-        draw.text((x + 13, y), name, fill=INK, font=font)
-        x += 13 + int(draw.textlength(name, font=font)) + 12
+        x += 13 + int(fonts.write(draw, (x + 13, y), name, INK, sheet.width)) + 12
         if x > sheet.width - 40:
             break
     return sheet
@@ -204,12 +202,3 @@ def _picture(tile: Tile, height: int) -> Image.Image:
     if mask is not None:
         image = Image.fromarray(overlay(np.asarray(image), mask), "RGB")
     return boxes.draw(image, tile.objects, colour) if tile.objects else image
-
-
-def _fit(draw: ImageDraw.ImageDraw, font: ImageFont.ImageFont | ImageFont.FreeTypeFont, text: str, width: int) -> str:
-    """``text`` cut (with ``...``) to ``width`` pixels: a long path keeps its end, the file name."""
-    if draw.textlength(text, font=font) <= width:
-        return text
-    while text and draw.textlength("..." + text, font=font) > width:
-        text = text[1:]
-    return "..." + text

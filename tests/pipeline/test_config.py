@@ -40,13 +40,6 @@ def test_at_least_three_shipped_configs() -> None:
             },
             "augment.pipeline.transforms[1]: NoSuchFlip:",
         ),
-        (
-            {
-                "features": {"i": {"kind": "image", "encoding": "raw"}},
-                "augment": {"pipeline": [{"__class_fullname__": "HorizontalFlip", "p": 0.5}]},
-            },
-            "features.i.encoding: raw keeps the original bytes",
-        ),
         ({"features": {"i": {"kind": "image"}}, "augment": {"copies": 1}}, "augment.pipeline: missing"),
     ],
 )

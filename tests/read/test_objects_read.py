@@ -164,3 +164,76 @@ def test_tfds_reads_the_objects_as_a_sequence(coco_shards: Path, coco_records: d
         seen += 1
     assert seen == 6
     assert not list(coco_shards.glob("*.labels.txt"))  # no ClassLabel reads them: the names are in each record and label_map.pbtxt
+
+
+def test_images_of_different_sizes_need_image_size_to_batch(coco_shards: Path) -> None:
+    """coco_shards' images are 64 to 104 px wide: a plain batch of them cannot stack."""
+    with pytest.raises(UsageError) as refused:
+        shardkit.tfdata.load(str(coco_shards), "val", batch_size=6)
+    assert str(refused.value) == (
+        f"{coco_shards}: the images of 'image/encoded' differ in size (height 48 to 48, width 64 to 104), so they do not batch: "
+        "pass image_size=(H, W) to resize and pad each one (boxes and masks moved to match), or batch_size=None and resize them "
+        "in your own map"
+    )
+    assert len(list(shardkit.tfdata.load(str(coco_shards), "val", batch_size=1))) == 6  # one a batch: nothing to stack
+    with pytest.raises(UsageError, match=r"^image_size must be \(height, width\), two positive integers, not \(64, 0\)$"):
+        shardkit.tfdata.load(str(coco_shards), "val", image_size=(64, 0))
+    with pytest.raises(UsageError, match="image_size resizes decoded images: it cannot be used with decode_images=False"):
+        shardkit.tfdata.load(str(coco_shards), "val", image_size=(64, 64), decode_images=False)
+
+
+def test_image_size_resizes_and_pads_as_model_garden_with_boxes_and_masks_moved(
+    coco_shards: Path, coco_records: dict[bytes, dict[str, Any]]
+) -> None:
+    from tests import model_garden
+
+    ops = model_garden.preprocess_ops()
+    # 48 px high, 64 to 104 wide: the narrow images fill the height (scale 1.25), the wide ones the width
+    size = height, width = 60, 100
+    batches = list(shardkit.tfdata.load(str(coco_shards), "val", batch_size=4, image_size=size))
+    assert [b["image/encoded"].shape for b in batches] == [(4, height, width, 3), (2, height, width, 3)]
+    assert batches[0][f"{P}/mask"].shape.as_list() == [4, None, height, width]
+    seen = 0
+    for batch in batches:
+        for i, name in enumerate(batch["image/filename"].numpy()):
+            record = coco_records[name]
+            boxes, _, masks = expected(record)
+            image = tf.io.decode_image(record["image/encoded"], channels=3, expand_animations=False)  # as load decodes raw images
+            h, w = int(record["image/height"]), int(record["image/width"])
+            # Model Garden's own resize: scaled to fit, bilinear, padded bottom and right with zeros
+            want, info = ops.resize_and_crop_image(image, size, size)
+            got = batch["image/encoded"][i].numpy()
+            np.testing.assert_array_equal(got, np.clip(np.round(want.numpy()), 0, 255).astype(np.uint8))
+            scale = info[2].numpy()  # scaled / original, per axis
+            scaled = np.round(np.array([h, w]) * scale).astype(int)
+            assert not got[scaled[0] :].any() and not got[:, scaled[1] :].any()  # the padding is zeros
+            # Boxes: the same pixels of the original, scaled (within 0.5 px), and as Model Garden moves them
+            new = batch[f"{P}/boxes"][i].numpy() * [height, width, height, width]
+            np.testing.assert_allclose(new / np.tile(scale, 2), boxes * [h, w, h, w], atol=0.5)
+            garden = ops.resize_and_crop_boxes(tf.constant(boxes * [h, w, h, w], tf.float32), info[2], size, info[3]).numpy()
+            np.testing.assert_allclose(new, garden, atol=1e-3)
+            corners = np.stack([batch[f"{P}/bbox/{k}"][i].numpy() for k in ("ymin", "xmin", "ymax", "xmax")], axis=-1)
+            np.testing.assert_array_equal(corners.reshape(-1, 4), batch[f"{P}/boxes"][i].numpy())
+            # Masks: Model Garden's nearest-neighbour resize and padding, on the same pixels as the image
+            got_masks = batch[f"{P}/mask"][i].numpy()
+            assert got_masks.shape == (len(masks), height, width)
+            if len(masks):
+                garden_masks = ops.resize_and_crop_masks(tf.constant(masks[..., None]), info[2], size, info[3]).numpy()[..., 0]
+                np.testing.assert_array_equal(got_masks, garden_masks)
+            seen += 1
+    assert seen == 6
+
+
+@pytest.mark.slow  # two tf.data pipelines traced: about 4 s
+def test_image_size_with_max_objects_pads_the_resized_objects(coco_shards: Path) -> None:
+    size = height, width = 60, 100
+    ragged = next(iter(shardkit.tfdata.load(str(coco_shards), "val", batch_size=6, image_size=size)))
+    dense = next(iter(shardkit.tfdata.load(str(coco_shards), "val", batch_size=6, image_size=size, max_objects=4, parse="single")))
+    assert dense[f"{P}/mask"].shape == (6, 4, height, width) and dense[f"{P}/boxes"].shape == (6, 4, 4)
+    names = list(ragged["image/filename"].numpy())
+    for i, name in enumerate(dense["image/filename"].numpy()):
+        j = names.index(name)
+        n = len(ragged[f"{P}/classes"][j])
+        np.testing.assert_array_equal(dense[f"{P}/boxes"][i, :n].numpy(), ragged[f"{P}/boxes"][j].numpy())
+        np.testing.assert_array_equal(dense[f"{P}/mask"][i, :n].numpy(), ragged[f"{P}/mask"][j].numpy())
+        assert (dense[f"{P}/boxes"][i, n:].numpy() == -1).all() and not dense[f"{P}/mask"][i, n:].numpy().any()

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from PIL import Image
 
 import shardkit
 from shardkit.errors import EntryError, ShardkitError, StateError
@@ -110,13 +111,17 @@ def test_malformed_xml_is_one_line_naming_the_file_and_its_line_and_column(voc_c
     ]
 
 
-def test_an_id_with_no_xml_names_the_split_file_and_line(voc_copy: Path, tmp_path: Path) -> None:
+def test_an_id_with_neither_xml_nor_image_names_the_split_file_and_line(voc_copy: Path, tmp_path: Path) -> None:
     (voc_copy / "Annotations" / "2008_000023.xml").unlink()
+    (voc_copy / "JPEGImages" / "2008_000023.jpg").unlink()
     val = voc_copy / "ImageSets" / "Main" / "val.txt"
     errors = [str(r) for r in rows(voc_copy) if isinstance(r, EntryError) and r.source == str(val)]
-    assert errors == [f"{val}:2: 2008_000023: no annotation {voc_copy / 'Annotations' / '2008_000023.xml'}"]
+    xml, image = voc_copy / "Annotations" / "2008_000023.xml", voc_copy / "JPEGImages" / "2008_000023"
+    assert errors == [
+        f"{val}:2: 2008_000023: no annotation {xml} and no image {image}.jpg (or .jpeg, .jfif, .png, .bmp, .gif, .tif, .tiff, .webp)"
+    ]
     trainval = val.parent / "trainval.txt"  # the first split that lists it
-    with pytest.raises(EntryError, match=rf"^{trainval}:4: 2008_000023: no annotation .*2008_000023\.xml$"):
+    with pytest.raises(EntryError, match=rf"^{trainval}:4: 2008_000023: no annotation .*2008_000023\.xml and no image .*"):
         shardkit.build([voc_copy], tmp_path / "out", workers=1, progress=False)
     result = shardkit.build([voc_copy], tmp_path / "skip", workers=1, progress=False, on_error="skip")
     assert (result.records, result.skipped) == (len(VOC_IMAGES) * 2 - 2, 2)  # val's and trainval's line for it
@@ -213,3 +218,78 @@ def test_a_folder_with_image_sets_but_no_split_file_is_one_line(voc_copy: Path) 
         (voc_copy / "ImageSets" / "Main" / name).unlink()
     with pytest.raises(ShardkitError, match=r"ImageSets/Main: no split files \(train\.txt, val\.txt, trainval\.txt, test\.txt\)$"):
         discover([voc_copy])
+
+
+def _datumaro_xml(filename: str, width: int, height: int, boxes: list[tuple[str, tuple[float, float, float, float]]]) -> str:
+    """An annotation as datumaro's ``VocExporter`` writes one (lxml, ``pretty_print``, no declaration;
+    ``bndbox`` corners as ``str(x + w)`` of its float boxes)."""
+    out = [
+        "<annotation>",
+        "  <folder></folder>",
+        f"  <filename>{filename}</filename>",
+        "  <source>",
+        "    <database>Unknown</database>",
+        "    <annotation>Unknown</annotation>",
+        "    <image>Unknown</image>",
+        "  </source>",
+        "  <size>",
+        f"    <width>{width}</width>",
+        f"    <height>{height}</height>",
+        "    <depth>3</depth>",
+        "  </size>",
+        "  <segmented>0</segmented>",
+    ]
+    for name, corners in boxes:
+        out += ["  <object>", f"    <name>{name}</name>", "    <truncated>0</truncated>", "    <occluded>0</occluded>"]
+        out += ["    <difficult>0</difficult>", "    <bndbox>"]
+        out += [f"      <{k}>{float(v)}</{k}>" for k, v in zip(("xmin", "ymin", "xmax", "ymax"), corners, strict=True)]
+        out += ["    </bndbox>", "  </object>"]
+    return "\n".join([*out, "</annotation>", ""])
+
+
+def test_an_image_with_no_objects_and_no_xml_is_a_record_with_no_boxes(tmp_path: Path) -> None:
+    """datumaro's VOC export writes an XML only for an image with boxes: the others are listed in
+    ImageSets/Main/<split>.txt and saved in JPEGImages/ (in their own format), with no XML."""
+    root = tmp_path / "voc_export"
+    for sub in ("Annotations", "JPEGImages", "ImageSets/Main", "ImageSets/Segmentation", "ImageSets/Layout", "ImageSets/Action"):
+        (root / sub).mkdir(parents=True)
+    boxed = {"street_1": (64, 48, [("car", (5.5, 8.0, 47.0, 42.25)), ("traffic light", (50.0, 2.0, 60.0, 20.0))])}
+    for name, (width, height, boxes) in boxed.items():
+        photo(root / "JPEGImages" / f"{name}.jpg", width, height, 1)
+        (root / "Annotations" / f"{name}.xml").write_text(_datumaro_xml(f"{name}.jpg", width, height, boxes))
+    photo(root / "JPEGImages" / "empty_road.jpg", 40, 30, 2)  # negatives: no XML
+    Image.new("RGB", (36, 20), (9, 9, 9)).save(root / "JPEGImages" / "night.png")
+    (root / "ImageSets" / "Main" / "train.txt").write_text("street_1\nempty_road\nnight\n")
+    (root / "ImageSets" / "Main" / "car_train.txt").write_text("street_1  1\n")
+    (root / "labelmap.txt").write_text("# label:color_rgb:parts:actions\nbackground:0,0,0::\ncar:128,0,0::\ntraffic light:0,128,0::\n")
+    out = tmp_path / "out"
+    result = shardkit.build([root], out, workers=1, progress=False)
+    assert (result.records, result.skipped) == (3, 0)  # records = images
+    records = _records(out)
+    assert sorted(records) == ["train/empty_road.jpg", "train/night.png", "train/street_1.jpg"]
+    for name in ("empty_road.jpg", "night.png"):
+        feature = records[f"train/{name}"]
+        assert feature["image/source_id"].bytes_list.value == [name.rsplit(".", 1)[0].encode()]
+        assert list(feature["image/object/bbox/xmin"].float_list.value) == []
+        assert list(feature["image/object/class/text"].bytes_list.value) == []
+    assert records["train/night.png"]["image/format"].bytes_list.value == [b"png"]
+    assert (
+        records["train/night.png"]["image/width"].int64_list.value[0],
+        records["train/night.png"]["image/height"].int64_list.value[0],
+    ) == (36, 20)
+    street = records["train/street_1.jpg"]
+    got = np.array([list(street[f"image/object/bbox/{k}"].float_list.value) for k in ("xmin", "ymin", "xmax", "ymax")]).T * [64, 48, 64, 48]
+    np.testing.assert_allclose(got, [[5.5, 8.0, 47.0, 42.25], [50.0, 2.0, 60.0, 20.0]], atol=0.5)
+    assert list(street["image/object/class/text"].bytes_list.value) == [b"car", b"traffic light"]
+
+
+def test_an_id_without_xml_may_not_name_an_image_outside_jpegimages(voc_copy: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "secret.jpg"
+    photo(outside, 8, 8, 0)
+    (voc_copy / "JPEGImages" / "leak.jpg").symlink_to(outside)
+    (voc_copy / "ImageSets" / "Main" / "val.txt").write_text("leak\n")
+    [error] = [r for r in rows(voc_copy) if isinstance(r, EntryError) and r.source.endswith("val.txt")]
+    assert str(error).startswith(
+        f"{voc_copy / 'ImageSets' / 'Main' / 'val.txt'}:1: leak: image {voc_copy / 'JPEGImages' / 'leak.jpg'} (a link to {outside}"
+    )
+    assert "--allow-outside-root" in str(error)

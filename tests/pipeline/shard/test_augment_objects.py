@@ -4,6 +4,7 @@ reads the records back; the references are builds of the same COCO set without a
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -296,3 +297,51 @@ def test_the_fingerprinted_config_has_boxes_only_where_they_filter() -> None:
     assert parse_config(_config({"boxes": {"min_visibility": 0}, "pipeline": flip})).to_dict()["augment"] == plain
     filtered = parse_config(_config({"boxes": {"min_area": 4}, "pipeline": flip})).to_dict()["augment"]
     assert filtered["boxes"] == {"min_visibility": 0.0, "min_area": 4.0}
+
+
+def test_raw_images_keep_their_bytes_and_augmented_copies_take_their_sources_format(tmp_path: Path) -> None:
+    """The shipped instance-mask config (encoding: raw) with an augment section: each original's
+    bytes as they are in its file, each copy encoded anew in its source's format (a JPEG as JPEG,
+    a PNG as PNG, any other format as PNG)."""
+    from PIL import Image
+
+    from tests.paths import REPO
+
+    annotation = write_coco(tmp_path / "coco", images=4)
+    document = json.loads(annotation.read_text())
+    folder = annotation.parent.parent / "val2017"
+    for image, suffix in zip(document["images"][1:3], (".png", ".bmp"), strict=True):  # PNG and BMP sources
+        jpeg = folder / image["file_name"]
+        image["file_name"] = jpeg.with_suffix(suffix).name
+        with Image.open(jpeg) as im:
+            im.save(folder / image["file_name"])
+        jpeg.unlink()
+    annotation.write_text(json.dumps(document))
+    config = yaml.safe_load((REPO / "configs" / "coco-instance-masks.yaml").read_text())
+    assert config["features"]["image/encoded"]["encoding"] == "raw"
+    config["augment"] = {"copies": 2, "keep_original": True, "pipeline": [{"__class_fullname__": "HorizontalFlip", "p": 1.0}]}
+    out = _build(annotation, tmp_path / "out", config)
+    records = _records(out)
+    expect = {".jpg": b"jpeg", ".png": b"png", ".bmp": b"png"}
+    assert sorted(records) == sorted(image["file_name"] for image in document["images"])
+    for name, copies in records.items():
+        source = (folder / name).read_bytes()
+        assert len(copies) == 3
+        originals = [r for r in copies if r["image/encoded"][0] == source]
+        assert len(originals) == 1  # the original's bytes, untouched
+        assert originals[0]["image/format"] == [Path(name).suffix[1:].replace("jpg", "jpeg").encode()]
+        with Image.open(folder / name) as im:
+            mirrored = np.asarray(im.convert("RGB").transpose(Image.Transpose.FLIP_LEFT_RIGHT))
+        for copy in (r for r in copies if r is not originals[0]):
+            data = copy["image/encoded"][0]
+            assert copy["image/format"] == [expect[Path(name).suffix]]
+            decoded = (tf.io.decode_jpeg if expect[Path(name).suffix] == b"jpeg" else tf.io.decode_png)(data, channels=3).numpy()
+            assert decoded.shape == (copy["image/height"][0], copy["image/width"][0], 3) == mirrored.shape
+            if expect[Path(name).suffix] == b"png":
+                np.testing.assert_array_equal(decoded, mirrored)  # lossless
+            else:  # JPEG at the feature's quality (95), as Pillow writes it
+                again = io.BytesIO()
+                Image.fromarray(mirrored).save(again, format="JPEG", quality=95)
+                np.testing.assert_array_equal(decoded, tf.io.decode_jpeg(again.getvalue(), channels=3).numpy())
+    schema = {entry["key"]: entry for entry in json.loads((out / "manifest.json").read_text())["schema"]}
+    assert schema["image/encoded"]["encoding"] == "raw"

@@ -6,7 +6,9 @@ Each split file (``train.txt``, ``val.txt``, ``trainval.txt``, ``test.txt``: a n
 row per image id, numbered by its line; with no ``ImageSets/Main`` every annotation is split
 ``train``, numbered in name order, the ``Annotations`` folder its source. An image is
 ``JPEGImages/`` + the XML's ``filename`` (``<id>.jpg`` where it names none, or names it without
-its suffix as early LabelImg did), so ``--image-root`` names another folder of them.
+its suffix as early LabelImg did), so ``--image-root`` names another folder of them. An id a split
+file lists with no XML is an image with no objects where ``JPEGImages/<id>`` + an image suffix
+exists (datumaro's VOC export writes no XML for an image without boxes), else a bad entry.
 
 An object's ``name``, its ``bndbox`` corners in pixels as written (as the OD API's
 ``create_pascal_tf_record`` reads them), ``difficult`` and ``truncated`` (0 where absent) and the
@@ -25,12 +27,15 @@ from collections.abc import Iterator
 from typing import Any
 
 from shardkit.errors import EntryError, ShardkitError
+from shardkit.formats.image_headers import IMAGE_SUFFIXES
 from shardkit.pipeline.inputs.formats.detection.annotations import DetectionFormat, detection_row
 from shardkit.pipeline.inputs.formats.input_format import Piece, Row
 from shardkit.storage.boundary import Boundary
 
 ANNOTATIONS, IMAGES, SPLITS = "Annotations", "JPEGImages", os.path.join("ImageSets", "Main")
 _CORNERS = ("xmin", "ymin", "xmax", "ymax")
+# Where an id has no XML: VOC's own .jpg first, then the other image suffixes, as written or upper case.
+_SUFFIXES = tuple(dict.fromkeys(s for lower in (".jpg", *IMAGE_SUFFIXES) for s in (lower, lower.upper())))
 _WHERE = re.compile(r": line \d+, column \d+$")  # ElementTree's own position, told as line:column instead
 
 
@@ -58,7 +63,7 @@ class Voc(DetectionFormat):
     def read_rows(self, piece: Piece) -> Iterator[Row | EntryError]:
         source = piece.path
         root = _root(os.path.abspath(source))
-        annotations = os.path.join(root, ANNOTATIONS)
+        annotations, images = os.path.join(root, ANNOTATIONS), os.path.join(root, IMAGES)
         rule = Boundary() if piece.confined else None  # a split file's id may not lead out of Annotations/
         for line, image_id in _ids(source):
             if "\0" in image_id:
@@ -72,12 +77,14 @@ class Voc(DetectionFormat):
             if refused is not None:
                 yield EntryError(source, line, f"{image_id}: annotation {refused}")
                 continue
+            found: Row | EntryError
             try:
-                row = _row(source, line, image_id, xml)
+                found = _row(source, line, image_id, xml)
+            except FileNotFoundError:
+                found = _negative(source, line, image_id, xml, images, rule)
             except EntryError as exc:
-                yield exc
-                continue
-            yield row
+                found = exc
+            yield found
 
 
 def _root(path: str) -> str:
@@ -110,7 +117,7 @@ def _row(source: str, line: int, image_id: str, xml: str) -> Row:
     try:
         tree = ET.parse(xml)
     except FileNotFoundError:
-        raise EntryError(source, line, f"{image_id}: no annotation {xml}") from None
+        raise  # the caller looks for an image with no objects
     except OSError as exc:
         raise EntryError(source, line, f"{xml}: cannot read: {exc.strerror or exc}") from None
     except ET.ParseError as exc:
@@ -125,6 +132,24 @@ def _row(source: str, line: int, image_id: str, xml: str) -> Row:
     except ValueError as exc:
         raise EntryError(source, line, f"{xml}: {exc}") from None
     return detection_row(source, line, filename, filename, os.path.splitext(os.path.basename(filename))[0], found, filename)
+
+
+def _negative(source: str, line: int, image_id: str, xml: str, images: str, rule: Boundary | None) -> Row | EntryError:
+    """The id ``image_id`` with no annotation ``xml``: an image with no objects where ``images``
+    holds ``<id>`` with an image suffix (``.jpg`` first, VOC's own), as datumaro exports one; else
+    the entry's error. Where the split file's paths are confined, the image must resolve in ``images``."""
+    for suffix in _SUFFIXES:
+        filename = f"{image_id}{suffix}"
+        image = os.path.join(images, filename)
+        if not os.path.isfile(image):
+            continue
+        refused = None if rule is None else rule.outside(image, images)  # names the link it follows
+        if refused is not None:
+            return EntryError(source, line, f"{image_id}: image {refused}")
+        found: dict[str, Any] = {"size": None, "bbox": [], "text": [], "difficult": [], "truncated": []}
+        return detection_row(source, line, filename, filename, os.path.basename(image_id), found, filename)
+    shown = f"{os.path.join(images, image_id)}.jpg (or {', '.join(IMAGE_SUFFIXES[1:])})"
+    return EntryError(source, line, f"{image_id}: no annotation {xml} and no image {shown}")
 
 
 def objects(annotation: ET.Element) -> dict[str, Any]:
