@@ -14,7 +14,7 @@ import os
 
 from shardkit.errors import ShardkitError
 from shardkit.pipeline.inputs.formats import delimited, image_folder, jsonl, parquet, txt
-from shardkit.pipeline.inputs.formats.detection import coco, od_csv, voc, yolo
+from shardkit.pipeline.inputs.formats.detection import coco, cvat, od_csv, voc, yolo
 from shardkit.pipeline.inputs.formats.input_format import InputFormat
 
 FORMATS: tuple[InputFormat, ...] = (
@@ -27,6 +27,7 @@ FORMATS: tuple[InputFormat, ...] = (
     od_csv.OD_CSV,
     yolo.YOLO,
     voc.VOC,
+    cvat.CVAT,  # .xml files claimed by content; a folder holding its annotations.xml
     image_folder.IMAGE_FOLDER,
 )
 
