@@ -7,7 +7,8 @@ which name their ``<parent>``, are no classes) are the label map, ids 1, 2, ... 
 size, checked against the image), its ``id`` (the record's ``source_id``) and, in a project
 export, its ``subset``. Each ``<box>`` (``xtl ytl xbr ybr``, pixels) is an object; each
 ``<polygon>`` (``points="x1,y1;x2,y2;..."``) is an object whose box is its extent and whose mask
-is that polygon (COCO-style ``segmentation``, drawn with ``masks: true``); each ``<mask>`` (CVAT's
+is that polygon (COCO-style ``segmentation``, drawn with ``masks: true``; a box's mask is its
+rectangle); each ``<mask>`` (CVAT's
 ``rle`` over the ``left top width height`` rectangle, row by row, runs of 0 then 1 alternating) an
 object whose mask is those pixels and whose box their extent. ``occluded`` is kept for every
 object (``P/occluded``); a checkbox attribute named ``difficult`` or ``truncated`` (as CVAT's own
@@ -51,7 +52,7 @@ NAME = "annotations.xml"
 IMAGES = "images"
 _PEEK = 4096
 _ROOT = re.compile(rb"^\s*(<\?xml[^>]*\?>\s*)?(<!--.*?-->\s*)*<annotations>\s*<(version|meta)>", re.DOTALL)
-_CHUNK = 1 << 16
+_CHUNK, _MAX_CHUNK = 1 << 16, 8 << 20
 TOKEN_BYTES = 64 << 20  # no element ends in this much of the file: no annotation's, refused
 _TEXT = ("name", "parent", "attribute")  # the elements whose text is read
 _LEFT_OUT = ("polyline", "points", "ellipse", "cuboid", "skeleton", "tag")
@@ -194,7 +195,7 @@ def _row(source: str, image: _Image, prefix: str) -> Row | EntryError:
         names.append(label)
         segmentations.append(segmentation)
     found: dict[str, Any] = {"size": size, "bbox": boxes, "text": names, "occluded": occluded, **flags}
-    if any(s is not None for s in segmentations):
+    if segmentations:
         found["segmentation"] = segmentations
     if image.left_out:
         found["left_out"] = image.left_out
@@ -203,13 +204,14 @@ def _row(source: str, image: _Image, prefix: str) -> Row | EntryError:
 
 
 def _shape(kind: str, attrs: dict[str, str], size: list[int]) -> tuple[list[float], Any]:
-    """A box, polygon or mask's box in pixels, and its COCO segmentation (None for a box)."""
+    """A box, polygon or mask's box in pixels, and its COCO segmentation."""
     if kind == "box":
         box = [_number(attrs, corner) for corner in _BOX]
         rotation = _number(attrs, "rotation") if "rotation" in attrs else 0.0
         if rotation % 360:
             raise ValueError(f"rotated by {rotation:g} degrees: rotated boxes are not read (their extent is no box drawn)")
-        return box, None
+        x0, y0, x1, y1 = box
+        return box, [[x0, y0, x1, y0, x1, y1, x0, y1]]  # with masks: true, a box's mask is its rectangle
     if kind == "polygon":
         try:
             xy = [float(v) for pair in attrs.get("points", "").split(";") for v in pair.split(",")]
@@ -301,10 +303,10 @@ class _Events:
         except OSError as exc:
             raise ShardkitError(f"{self.source}: cannot read: {exc.strerror or exc}") from None
         with f:
-            seen, last_event = 0, 0
+            seen, last_event, size = 0, 0, _CHUNK
             while True:
                 try:
-                    chunk = f.read(_CHUNK)
+                    chunk = f.read(size)
                 except OSError as exc:
                     raise ShardkitError(f"{self.source}: cannot read: {exc.strerror or exc}") from None
                 seen += len(chunk)
@@ -314,10 +316,14 @@ class _Events:
                     reason = expat.errors.messages.get(exc.code, str(exc))
                     raise ShardkitError(f"{self.source}:{exc.lineno}:{exc.offset + 1}: not valid XML: {reason}") from None
                 if self._pending:
-                    last_event = seen
+                    last_event, size = seen, _CHUNK
                     yield from self._pending
                     self._pending.clear()
-                elif seen - last_event >= TOKEN_BYTES:
+                else:
+                    # Expat before 2.6 scans a token that is not complete again at each call: chunks
+                    # that double while no element ends keep a long token's scans linear, not quadratic.
+                    size = min(size * 2, _MAX_CHUNK)
+                if seen - last_event >= TOKEN_BYTES:
                     raise ShardkitError(
                         f"{self.source}:{self._parser.CurrentLineNumber}: no element ends in {TOKEN_BYTES >> 20} MiB "
                         "(an attribute or a text that long is no annotation's): refused"
