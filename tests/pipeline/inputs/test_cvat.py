@@ -140,7 +140,9 @@ def test_a_build_gives_every_box_class_attribute_and_mask_back_to_tensorflow(pro
                 else:
                     xs, ys = shape.points[0::2], shape.points[1::2]
                     extent = [min(xs), min(ys), max(xs), max(ys)]
-                    polygon = [list(shape.points)] if shape.kind == "polygon" else [[xs[0], ys[0], xs[1], ys[0], xs[1], ys[1], xs[0], ys[1]]]
+                    polygon = (
+                        [list(shape.points)] if shape.kind == "polygon" else [[xs[0], ys[0], xs[1], ys[0], xs[1], ys[1], xs[0], ys[1]]]
+                    )
                     rle = coco_mask.merge(coco_mask.frPyObjects(polygon, image.height, image.width))
                     want = coco_mask.decode(rle)
                 np.testing.assert_allclose(box, extent, atol=0.5)
@@ -192,7 +194,7 @@ def test_a_bad_shape_is_an_entry_error_at_its_own_line(tmp_path: Path, shape: st
     line = next(n for n, text in enumerate(xml.read_text().splitlines(), start=1) if text.lstrip().startswith(shape[:6]))
     [error] = rows(xml)
     assert isinstance(error, EntryError)
-    assert str(error).startswith(f"{xml}:{line}: image 0 (a.jpg): <{shape[1:shape.index(' ')]} label=")
+    assert str(error).startswith(f"{xml}:{line}: image 0 (a.jpg): <{shape[1 : shape.index(' ')]} label=")
     assert reason in str(error)
 
 
