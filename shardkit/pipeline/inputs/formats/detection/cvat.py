@@ -28,7 +28,7 @@ EXPORT``). Every name stays inside the XML's folder (``storage.boundary``).
 The file is read with expat as a stream, an image at a time (memory is one image's shapes, not
 the file); a DTD that declares an entity is refused (a CVAT export declares none; entities are
 how an XML file expands a kilobyte into gigabytes), and so is a single token (an attribute, a
-text) of 64 MiB or more. A row's line is its ``<image>``'s line in the XML; an error names the
+text) of 16 MiB or more. A row's line is its ``<image>``'s line in the XML; an error names the
 shape's line.
 """
 
@@ -51,9 +51,12 @@ from shardkit.pipeline.inputs.formats.input_format import Piece, Row, split_name
 NAME = "annotations.xml"
 IMAGES = "images"
 _PEEK = 4096
-_ROOT = re.compile(rb"^\s*(<\?xml[^>]*\?>\s*)?(<!--.*?-->\s*)*<annotations>\s*<(version|meta)>", re.DOTALL)
-_CHUNK, _MAX_CHUNK = 1 << 16, 8 << 20
-TOKEN_BYTES = 64 << 20  # no element ends in this much of the file: no annotation's, refused
+# CVAT's root; a DOCTYPE naming it is claimed too, so that its refusal says why (a CVAT export has none).
+_ROOT = re.compile(rb"^\s*(<\?xml[^>]*\?>\s*)?(<!--.*?-->\s*)*(<!DOCTYPE\s+annotations\b|<annotations>\s*<(version|meta)>)", re.DOTALL)
+_CHUNK, _MAX_CHUNK = 1 << 16, 4 << 20
+# No element starts or ends in this much of the file: a token (an attribute, a text) no annotation
+# has (a polygon of 100,000 points is 1.5 MiB), refused before expat's buffer for it takes the memory.
+TOKEN_BYTES = 16 << 20
 _TEXT = ("name", "parent", "attribute")  # the elements whose text is read
 _LEFT_OUT = ("polyline", "points", "ellipse", "cuboid", "skeleton", "tag")
 _BOX = ("xtl", "ytl", "xbr", "ybr")
@@ -283,6 +286,7 @@ class _Events:
     def __init__(self, source: str) -> None:
         self.source = source
         self._pending: list[tuple[str, str, Any, int, str, int]] = []
+        self._moved = False  # an element started or ended in the last chunk
         self._path: list[str] = []
         self._text: list[str] | None = None
         self._labels: list[str] = []
@@ -315,24 +319,24 @@ class _Events:
                 except expat.ExpatError as exc:
                     reason = expat.errors.messages.get(exc.code, str(exc))
                     raise ShardkitError(f"{self.source}:{exc.lineno}:{exc.offset + 1}: not valid XML: {reason}") from None
-                if self._pending:
-                    last_event, size = seen, _CHUNK
-                    yield from self._pending
-                    self._pending.clear()
+                if self._moved:
+                    last_event, size, self._moved = seen, _CHUNK, False
                 else:
                     # Expat before 2.6 scans a token that is not complete again at each call: chunks
                     # that double while no element ends keep a long token's scans linear, not quadratic.
                     size = min(size * 2, _MAX_CHUNK)
+                yield from self._pending
+                self._pending.clear()
                 if seen - last_event >= TOKEN_BYTES:
                     raise ShardkitError(
-                        f"{self.source}:{self._parser.CurrentLineNumber}: no element ends in {TOKEN_BYTES >> 20} MiB "
+                        f"{self.source}:{self._parser.CurrentLineNumber}: no element starts or ends in {TOKEN_BYTES >> 20} MiB "
                         "(an attribute or a text that long is no annotation's): refused"
                     )
                 if not chunk:
                     return
 
     def _start(self, tag: str, attrs: dict[str, str]) -> None:
-        line = self._parser.CurrentLineNumber
+        line, self._moved = self._parser.CurrentLineNumber, True
         if not self._path and tag != "annotations":
             raise ShardkitError(f"{self.source}:{line}: not a CVAT XML: its root is <{tag}>, not <annotations>")
         self._path.append(tag)
@@ -347,7 +351,7 @@ class _Events:
         self._pending.append(("start", tag, attrs, line, "", len(self._path) - 1))
 
     def _end(self, tag: str) -> None:
-        line = self._parser.CurrentLineNumber
+        line, self._moved = self._parser.CurrentLineNumber, True
         text = "".join(self._text) if self._text is not None else ""
         self._text = None
         self._path.pop()
