@@ -40,6 +40,7 @@ _SPLITS = {"training": "train", "testing": "test"}
 _KNOWN = ("train", "val", "valid", "validation", "test", "trainval", "default")
 _FIELDS = 15  # type truncated occluded alpha x1 y1 x2 y2 h w l x y z rotation_y
 _LINE = "type truncated occluded alpha x1 y1 x2 y2 h w l x y z rotation_y [score]"
+_LINE_CHARS = 4096
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +60,7 @@ class Kitti(DetectionFormat):
     def read_rows(self, piece: Piece) -> Iterator[Row | EntryError]:
         source = os.path.abspath(piece.path)
         images = _listed(self.folder_of(source), IMAGE_SUFFIXES)
-        labels = _listed(source, (".txt",))
+        labels = _listed(source, (".txt",), files_only=False)  # a FIFO or a link among them: an error of its image, not skipped
         stems = {os.path.splitext(name)[0] for name in images}
         for name in labels:
             if os.path.splitext(name)[0] not in stems:
@@ -102,11 +103,15 @@ def _splits_in(root: str) -> list[str]:
     return [folder for folder in folders if _is_split(folder)]
 
 
-def _listed(folder: str, suffixes: tuple[str, ...] | frozenset[str]) -> list[str]:
-    """The files of ``folder`` with one of ``suffixes``, by name."""
+def _listed(folder: str, suffixes: tuple[str, ...] | frozenset[str], files_only: bool = True) -> list[str]:
+    """The files (or, not ``files_only``, anything but folders) of ``folder`` with one of ``suffixes``, by name."""
     try:
         with os.scandir(folder) as entries:
-            return sorted(e.name for e in entries if os.path.splitext(e.name)[1].lower() in suffixes and e.is_file())
+            return sorted(
+                e.name
+                for e in entries
+                if os.path.splitext(e.name)[1].lower() in suffixes and (e.is_file() if files_only else not e.is_dir())
+            )
     except OSError as exc:
         raise ShardkitError(f"{folder}: cannot list: {exc.strerror or exc}") from None
 
@@ -114,13 +119,7 @@ def _listed(folder: str, suffixes: tuple[str, ...] | frozenset[str]) -> list[str
 def objects(label: str | None) -> dict[str, Any]:
     """A label file as a row's ``objects`` value (None: no file, no objects); a bad line raises an
     ``EntryError`` naming the file and line."""
-    lines: list[str] = []
-    if label is not None:
-        try:
-            with open(label, encoding="utf-8-sig") as f:
-                lines = list(f)
-        except (OSError, UnicodeDecodeError) as exc:
-            raise EntryError(label, 0, f"cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    lines = _lines(label) if label is not None else []
     boxes: list[list[float]] = []
     names: list[str] = []
     truncation: list[float] = []
@@ -148,6 +147,22 @@ def objects(label: str | None) -> dict[str, Any]:
     if left_out:
         found["left_out"] = left_out
     return found
+
+
+def _lines(label: str) -> list[str]:
+    """The lines of a label file, each at most ``_LINE_CHARS`` long (a KITTI line is about 100)."""
+    if not os.path.isfile(label):  # a FIFO would be waited on forever
+        raise EntryError(label, 0, "not a file")
+    lines: list[str] = []
+    try:
+        with open(label, encoding="utf-8-sig") as f:
+            while line := f.readline(_LINE_CHARS + 1):
+                if len(line) > _LINE_CHARS:
+                    raise EntryError(label, len(lines) + 1, f"longer than {_LINE_CHARS} characters: no KITTI label line")
+                lines.append(line)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise EntryError(label, 0, f"cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    return lines
 
 
 def _number(word: str, label: str, number: int) -> float:
