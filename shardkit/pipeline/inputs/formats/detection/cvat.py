@@ -1,35 +1,31 @@
 """CVAT for images 1.1 XML (``annotations.xml``, as CVAT exports a task, a job or a project in
 "CVAT for images 1.1"): one row per ``<image>``, with its boxes, polygons and masks.
 
-The labels in ``<meta>`` (a task's, a job's or a project's ``<labels>``; a skeleton's point labels,
-which name their ``<parent>``, are no classes) are the label map, ids 1, 2, ... in their order. An
-``<image>`` gives the file (``name``, relative), its ``width`` and ``height`` (the annotation's
-size, checked against the image), its ``id`` (the record's ``source_id``) and, in a project
-export, its ``subset``. Each ``<box>`` (``xtl ytl xbr ybr``, pixels) is an object; each
-``<polygon>`` (``points="x1,y1;x2,y2;..."``) is an object whose box is its extent and whose mask
-is that polygon (COCO-style ``segmentation``, drawn with ``masks: true``; a box's mask is its
-rectangle); each ``<mask>`` (CVAT's
-``rle`` over the ``left top width height`` rectangle, row by row, runs of 0 then 1 alternating) an
-object whose mask is those pixels and whose box their extent. ``occluded`` is kept for every
-object (``P/occluded``); a checkbox attribute named ``difficult`` or ``truncated`` (as CVAT's own
-Pascal VOC export reads them) is kept where a label declares it, 0 where an object has none.
-Other attributes are not kept. A rotated box is an entry error: its extent would be no box the
-annotator drew. Polylines, points, ellipses, cuboids, skeletons and tags are no objects to
-train a detector on: each is counted by kind under ``P/left_out`` (``features.objects``), never
-silently gone. ``<track>`` (CVAT for video) is refused in one line.
+The labels in ``<meta>`` (a task's, job's or project's ``<labels>``; a skeleton's point labels,
+which name a ``<parent>``, are no classes) are the label map, ids 1, 2, ... in their order. An
+``<image>`` gives the file (``name``), its ``width`` and ``height`` (checked against the image),
+its ``id`` (the ``source_id``) and, in a project export, its ``subset``. A ``<box>`` (``xtl ytl
+xbr ybr``, pixels) is an object whose mask (``masks: true``) is its rectangle; a ``<polygon>``
+(``points="x1,y1;x2,y2;..."``) one whose box is its extent and whose mask that polygon (COCO-style
+``segmentation``); a ``<mask>`` (CVAT's ``rle`` over its ``left top width height`` rectangle, row
+by row, runs of 0 and 1 alternating, 0 first) one whose mask is those pixels, its box their
+extent. ``occluded`` is kept for every object (``P/occluded``); a checkbox attribute named
+``difficult`` or ``truncated`` (as CVAT's Pascal VOC export reads them) where a label declares
+it, 0 where an object has none; other attributes are not kept. A rotated box is an entry error
+(its extent is no box the annotator drew). Polylines, points, ellipses, cuboids, skeletons and
+tags are no objects to train a detector on: each is counted by kind under ``P/left_out``
+(``features.objects``), never silently gone. ``<track>`` (CVAT for video) is refused in one line.
 
 Splits: a project export's ``subset`` (``Train``, ``Validation``, ``Test``, lower-cased), one
-split each; else the file's own name (``val.xml`` -> ``val``), ``annotations.xml`` being
-``train``. Images are found as CVAT's export zip lays them out: ``images/<subset>/<name>`` in a
-project export, ``images/<name>`` in a task's, beside the XML where there is no ``images/``
-(``--image-root`` names another folder). The export's folder is an input too (``shardkit build
-EXPORT``). Every name stays inside the XML's folder (``storage.boundary``).
+split each; else the file's name (``val.xml`` -> ``val``), ``annotations.xml`` being ``train``.
+Images are where CVAT's export zip puts them: ``images/<subset>/<name>`` in a project export,
+``images/<name>`` in a task's, beside the XML where there is no ``images/``. The export's folder
+is an input too (``shardkit build EXPORT``). Names stay inside the XML's folder (``storage.boundary``).
 
-The file is read with expat as a stream, an image at a time (memory is one image's shapes, not
-the file); a DTD that declares an entity is refused (a CVAT export declares none; entities are
-how an XML file expands a kilobyte into gigabytes), and so is a single token (an attribute, a
-text) of 16 MiB or more. A row's line is its ``<image>``'s line in the XML; an error names the
-shape's line.
+The file is streamed through expat, an image at a time (memory is one image's shapes); a DTD
+that declares an entity is refused (a CVAT export declares none; entities expand a kilobyte into
+gigabytes), and so is a token (an attribute, a text) of 16 MiB. A row's line is its ``<image>``'s
+line in the XML; an error names the shape's line.
 """
 
 from __future__ import annotations
@@ -48,9 +44,7 @@ from shardkit.errors import EntryError, ShardkitError
 from shardkit.pipeline.inputs.formats.detection.annotations import DetectionFormat, detection_row
 from shardkit.pipeline.inputs.formats.input_format import Piece, Row, split_name
 
-NAME = "annotations.xml"
-IMAGES = "images"
-_PEEK = 4096
+NAME, IMAGES, _PEEK = "annotations.xml", "images", 4096
 # CVAT's root; a DOCTYPE naming it is claimed too, so that its refusal says why (a CVAT export has none).
 _ROOT = re.compile(rb"^\s*(<\?xml[^>]*\?>\s*)?(<!--.*?-->\s*)*(<!DOCTYPE\s+annotations\b|<annotations>\s*<(version|meta)>)", re.DOTALL)
 _CHUNK, _MAX_CHUNK = 1 << 16, 4 << 20
@@ -58,9 +52,9 @@ _CHUNK, _MAX_CHUNK = 1 << 16, 4 << 20
 # has (a polygon of 100,000 points is 1.5 MiB), refused before expat's buffer for it takes the memory.
 TOKEN_BYTES = 16 << 20
 _TEXT = ("name", "parent", "attribute")  # the elements whose text is read
+_IMAGE, _OBJECTS = "image", ("box", "polygon", "mask")  # XML tags: an image, the shapes that are objects
 _LEFT_OUT = ("polyline", "points", "ellipse", "cuboid", "skeleton", "tag")
-_BOX = ("xtl", "ytl", "xbr", "ybr")
-_FLAGS = ("difficult", "truncated")
+_BOX, _FLAGS = ("xtl", "ytl", "xbr", "ybr"), ("difficult", "truncated")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,7 +69,7 @@ class Cvat(DetectionFormat):
             return False
         return _ROOT.match(head.removeprefix(b"\xef\xbb\xbf")) is not None
 
-    def claims_folder(self, root: str) -> bool:
+    def claims_folder(self, root: str) -> bool:  # an export's folder
         return self.claims(os.path.join(root, NAME))
 
     def folder_splits(self, root: str) -> list[tuple[str, Piece]]:
@@ -113,18 +107,15 @@ class Cvat(DetectionFormat):
     def read_rows(self, piece: Piece) -> Iterator[Row | EntryError]:
         source = piece.path
         wanted: str | None = piece.context  # a project export's subset: its images alone ("": those with none)
-        prefix = ""
-        if wanted and os.path.isdir(os.path.join(self.folder_of(source), wanted)):
-            prefix = wanted + "/"  # a project export's images/<subset>/
+        # A project export's images are in images/<subset>/.
+        prefix = f"{wanted}/" if wanted and os.path.isdir(os.path.join(self.folder_of(source), wanted)) else ""
         labels: list[str] = []
         flags: set[str] = set()
         image: _Image | None = None
         for kind, tag, attrs, line, text, depth in _Events(source):
             if image is None:
-                if kind == "start" and tag == "image" and depth == 1:
-                    image = _Image(line, dict(attrs), [], set(labels), flags)
-                    if not labels:
-                        image.known = None  # no <labels>: the classes are the names found
+                if kind == "start" and tag == _IMAGE and depth == 1:
+                    image = _Image(line, dict(attrs), [], set(labels) if labels else None, flags)  # None: any name
                 elif kind == "start" and tag == "track" and depth == 1:
                     raise ShardkitError(f"{source}:{line}: <track> is CVAT for video: export the task as 'CVAT for images 1.1'")
                 elif kind == "meta":
@@ -162,7 +153,7 @@ class _Image:
             self._open[3][self._attribute] = text.strip()
         elif kind == "end" and depth == 2 and self._open is not None:
             shape, self._open = self._open, None
-            if shape[0] in ("box", "polygon", "mask"):
+            if shape[0] in _OBJECTS:
                 self.shapes.append(shape)
             else:  # counted by kind: a tag the format does not know by its <name>
                 self.left_out.append(shape[0] if shape[0] in _LEFT_OUT else f"<{shape[0]}>")
@@ -365,13 +356,10 @@ class _Events:
         label = self._label
         if tag == "meta":
             self._pending.append(("meta", "meta", {"labels": self._labels, "flags": self._flags}, 0, "", 1))
-        elif label is not None and tag == "name" and self._path[-1] == "label":
-            label["name"] = text.strip()
-        elif label is not None and tag == "parent" and self._path[-1] == "label":
-            label["parent"] = text.strip()
+        elif label is not None and tag in ("name", "parent") and self._path[-1] == "label":
+            label[tag] = text.strip()
         elif label is not None and tag == "name" and self._path[-1] == "attribute" and text.strip() in _FLAGS:
-            label.setdefault("flags", "")
-            label["flags"] += text.strip() + " "
+            label["flags"] = label.get("flags", "") + text.strip() + " "
         elif label is not None and tag == "label" and len(self._path) == 4:
             self._label = None
             if label.get("name") and not label.get("parent") and label["name"] not in self._labels:
@@ -393,7 +381,7 @@ def _subsets(path: str) -> list[str]:
     """The ``subset`` of the file's images, each once, in the order they first appear ("" for none)."""
     found: dict[str, None] = {}
     for kind, tag, attrs, _, _, depth in _Events(path):
-        if kind == "start" and tag == "image" and depth == 1:
+        if kind == "start" and tag == _IMAGE and depth == 1:
             found.setdefault(attrs.get("subset", ""), None)
     return list(found)
 
