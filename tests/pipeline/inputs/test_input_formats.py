@@ -50,7 +50,7 @@ def test_the_table_names_each_format_and_suffix_once() -> None:
     assert names == ["txt", "csv", "tsv", "jsonl", "parquet", "coco", "od-csv", "yolo", "voc", "cvat", "kitti", "folder"]
     assert registry.suffixes() == (".txt", ".csv", ".tsv", ".jsonl", ".parquet")  # the order messages list them in
     assert all(registry.named(name) is f for name, f in zip(names, registry.FORMATS, strict=True))
-    known = r"\(known: txt, csv, tsv, jsonl, parquet, coco, od-csv, yolo, voc, folder\)"
+    known = r"\(known: txt, csv, tsv, jsonl, parquet, coco, od-csv, yolo, voc, cvat, kitti, folder\)"
     with pytest.raises(ShardkitError, match=r"unknown input format 'arrow' in the build state " + known):
         registry.named("arrow")
 
