@@ -278,7 +278,7 @@ class ObjectsKind(FeatureKind):
                 for what, n in ((split.labels or {}).get(left) or {}).items():
                     kinds[what] = kinds.get(what, 0) + n
             shown = ", ".join(f"{what} {n}" for what, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
-            what = f"left out {plural(gone, 'annotation')} that are no objects to train on ({shown})"
+            what = f"left out {plural(gone, 'annotation')} as no object to train on ({shown})"
             lines.append(f"{what}: counted under {left} in the manifest")
         return lines
 

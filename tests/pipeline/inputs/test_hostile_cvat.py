@@ -38,7 +38,7 @@ def test_a_good_export_builds_and_says_what_it_left_out(export: Path, tmp_path: 
     done = run_cli(["build", export.parent, "-o", tmp_path / "out", "-w", "1"], tmp_path)
     assert done.returncode == 0, done.stderr
     said = done.stdout + done.stderr
-    assert "left out 2 annotations that are no objects to train on (polyline 1, tag 1): counted under image/object/left_out" in said
+    assert "left out 2 annotations as no object to train on (polyline 1, tag 1): counted under image/object/left_out" in said
 
 
 def test_xml_cut_short_is_one_line_with_its_line_and_column(export: Path, tmp_path: Path) -> None:

@@ -33,7 +33,7 @@ def test_a_good_set_builds_and_says_what_it_left_out(training: Path, tmp_path: P
     done = run_cli(["build", training.parent, "-o", tmp_path / "out", "-w", "1"], tmp_path)
     assert done.returncode == 0, done.stderr
     said = done.stdout + done.stderr
-    assert "left out 1 annotation that are no objects to train on (DontCare 1): counted under image/object/left_out" in said
+    assert "left out 1 annotation as no object to train on (DontCare 1): counted under image/object/left_out" in said
 
 
 def test_a_short_line_is_one_line_naming_the_label_file_and_line(training: Path, tmp_path: Path) -> None:
