@@ -70,3 +70,16 @@ def by_source(records: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     for record in records:
         groups.setdefault(record["source_id"].decode(), []).append(record)
     return groups
+
+
+def read_each(out: str, split: str) -> list[dict[str, Any]]:
+    """Every record of a split, in shard order, parsed one at a time: a ragged list keeps its own
+    length (``read_split`` pads a batch's lists to the longest)."""
+    import tensorflow as tf
+
+    spec = spec_from_manifest(out)
+    records = []
+    for raw in tf.data.TFRecordDataset(shard_files(out, split)):
+        parsed = tf.io.parse_single_example(raw, spec)
+        records.append({k: (tf.sparse.to_dense(v) if isinstance(v, tf.SparseTensor) else v).numpy() for k, v in parsed.items()})
+    return records

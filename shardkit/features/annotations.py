@@ -16,7 +16,9 @@ from shardkit.features.base import BadValue
 from shardkit.formats.image_headers import ImageProblem
 
 # The per-object lists a raw value may hold beside its boxes (``bbox``) and class names (``text``).
-OPTIONAL = ("label", "ref", "is_crowd", "area", "segmentation", "keypoints", "difficult", "truncated")
+OPTIONAL = ("label", "ref", "is_crowd", "area", "segmentation", "keypoints", "difficult", "truncated", "occluded", "truncation")
+# The per-object attributes written where the input has them, with their Example list type.
+ATTRIBUTES = (("difficult", "int64"), ("truncated", "int64"), ("occluded", "int64"), ("truncation", "float"))
 
 
 @dataclasses.dataclass(slots=True)
@@ -34,7 +36,12 @@ class Objects:
     segmentation: tuple[Any, ...] | None = None  # per object: COCO polygons, a COCO RLE, or None
     keypoints: np.ndarray | None = None  # (N, K, 3) float64 x, y (as the boxes), visibility 0/1/2
     difficult: np.ndarray | None = None  # (N,) int64
-    truncated: np.ndarray | None = None  # (N,) int64
+    truncated: np.ndarray | None = None  # (N,) int64: 0 or 1 (Pascal VOC, a CVAT checkbox)
+    occluded: np.ndarray | None = None  # (N,) int64: 0 or 1 (CVAT), 0 to 3 (KITTI's occlusion state)
+    truncation: np.ndarray | None = None  # (N,) float64: the fraction outside the image, 0 to 1 (KITTI)
+    # What the input's reader left out of this image (KITTI's DontCare regions, CVAT shapes that are
+    # no box, polygon or mask), one name each: counted, never silently gone.
+    left_out: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         return len(self.text)
@@ -51,7 +58,7 @@ class Objects:
         dataset, where ``keypoints`` may be empty (an image without objects); raises ``BadValue``."""
         if not isinstance(raw, Mapping):
             raise BadValue(f"expected the objects of an image, got {type(raw).__name__}")
-        unknown = set(raw) - {"bbox", "text", "units", "size", "points", *OPTIONAL}
+        unknown = set(raw) - {"bbox", "text", "units", "size", "points", "left_out", *OPTIONAL}
         if unknown:
             raise BadValue(f"unknown object fields: {', '.join(sorted(unknown))}")
         text = raw.get("text")
@@ -84,6 +91,9 @@ class Objects:
                 raise BadValue(f"points: expected the number of keypoints an object has, got {points!r}")
             keypoints = _numbers(keypoints, "keypoints", n, (points * 3,), np.float64).reshape(n, points, 3)
         label = raw.get("label")
+        left_out = raw.get("left_out", [])
+        if not isinstance(left_out, list) or not all(isinstance(t, str) and t for t in left_out):
+            raise BadValue("left_out: expected a name for each annotation left out")
         found = cls(
             boxes=boxes,
             text=tuple(text),
@@ -97,6 +107,9 @@ class Objects:
             keypoints=keypoints,
             difficult=_optional(raw, "difficult", n, np.int64),
             truncated=_optional(raw, "truncated", n, np.int64),
+            occluded=_optional(raw, "occluded", n, np.int64),
+            truncation=_optional(raw, "truncation", n, np.float64),
+            left_out=tuple(left_out),
         )
         if n and not np.isfinite(boxes).all():
             i = int(np.argwhere(~np.isfinite(boxes))[0][0])

@@ -30,6 +30,7 @@ LABEL, TEXT, CROWD, MASK = "class/label", "class/text", "is_crowd", "mask"
 KEYPOINTS = ("keypoint/x", "keypoint/y", "keypoint/visibility")  # K per object, object after object
 BOXES, CLASSES = "boxes", "classes"  # what the readers build beside the stored lists, under P/
 DROPPED = "dropped"  # P/dropped in the manifest's label counts
+LEFT_OUT = "left_out"  # P/left_out: what the input's reader left out (KITTI DontCare, CVAT polylines)
 
 Record = Mapping[str, tuple[str, Sequence[Any]]]  # key -> (Example list type, values), as decode_example gives them
 
@@ -177,16 +178,18 @@ def summary(
     lo, hi = (boxes.get("min_length", 0), boxes.get("max_length", 0)) if shape is None else (shape[0] if shape else 1,) * 2
     classes: dict[str, int] = dict.fromkeys(names, 0)
     dropped: dict[str, int] = {}
+    left_out: dict[str, int] = {}
     per_split = {}
     for split, (records, labels) in splits.items():
         kept, gone = dict(labels.get(prefix, {})), dict(labels.get(f"{prefix}/{DROPPED}", {}))
         objects = sum(kept.values())
         mean = round(objects / records, 3) if records else 0.0
         per_split[split] = {"records": records, "objects": objects, "mean": mean, "classes": kept, "dropped": gone}
-        for counts, total in ((kept, classes), (gone, dropped)):
+        for counts, total in ((kept, classes), (gone, dropped), (labels.get(f"{prefix}/{LEFT_OUT}", {}), left_out)):
             for value, count in counts.items():
                 total[value] = total.get(value, 0) + count
-    return {"key": prefix, "per_record": {"min": lo, "max": hi}, "splits": per_split, "classes": classes, "dropped": dropped}
+    return {"key": prefix, "per_record": {"min": lo, "max": hi}, "splits": per_split, "classes": classes, "dropped": dropped,
+            "left_out": left_out}  # fmt: skip
 
 
 def summary_lines(info: Mapping[str, Any]) -> list[str]:
@@ -199,6 +202,9 @@ def summary_lines(info: Mapping[str, Any]) -> list[str]:
     if info["dropped"]:
         gone = ", ".join(f"{name} {count}" for name, count in sorted(info["dropped"].items(), key=lambda kv: -kv[1]))
         lines += _wrapped("dropped (left with no area inside their image): ", gone)
+    if info.get("left_out"):
+        left = ", ".join(f"{what} {count}" for what, count in sorted(info["left_out"].items(), key=lambda kv: -kv[1]))
+        lines += _wrapped("left out by the input's reader (no objects to train on): ", left)
     return lines
 
 

@@ -11,7 +11,10 @@ per kept object in each list:
   ``P/class/text`` (the class name);
 - ``P/is_crowd`` (int64) and ``P/area`` (float, pixels: the input's own area when the pixels are
   the input's, else the mask's or the box's);
-- ``P/difficult`` and ``P/truncated`` (int64) where the input has them (Pascal VOC);
+- ``P/difficult`` and ``P/truncated`` (int64, 0 or 1) where the input has them (Pascal VOC, CVAT
+  checkbox attributes of those names), ``P/occluded`` (int64: CVAT's 0 or 1, KITTI's occlusion state
+  0 to 3) and ``P/truncation`` (float: KITTI's fraction of the object outside the image, 0 to 1;
+  a float of its own, so that ``P/truncated`` keeps one type in every build);
 - ``P/mask`` with ``masks: true``: one PNG per object, the image's size, values 0 and 1;
 - ``P/keypoint/x``, ``y`` (float, normalized) and ``P/keypoint/visibility`` (int64) where the
   objects have keypoints: the same number for every object of a record.
@@ -19,7 +22,9 @@ per kept object in each list:
 An input format gives a row's objects as one mapping of per-object lists
 (``features.annotations.Objects.from_raw`` says which). A box that pokes past its image is kept, clipped; one that is left with no width or
 height (zero-size, or wholly outside the image) is dropped and counted in the manifest (under
-``P/dropped``), never silently. The manifest counts the kept objects of each class under ``P``.
+``P/dropped``), never silently. The manifest counts the kept objects of each class under ``P``,
+and what an input's reader left out as no object to train on (KITTI's ``DontCare`` regions, CVAT's
+polylines, points and tags) under ``P/left_out``, by what it is.
 
 Augmentation moves the boxes, masks and keypoints with the image (``pipeline.shard.augment``); an
 object whose box it drops (cut off by a crop, or by ``augment.boxes``) is dropped and counted alike.
@@ -35,7 +40,7 @@ import numpy as np
 
 from shardkit.errors import ConfigError, ShardkitError
 from shardkit.features import object_records
-from shardkit.features.annotations import ObjectArrays, Objects, on_image, resized
+from shardkit.features.annotations import ATTRIBUTES, ObjectArrays, Objects, on_image, resized
 from shardkit.features.base import BadValue, Encoder, FeatureKind, Features, FeatureSpec, Labels, Loaded, RecordStats
 from shardkit.features.drawn import ObjectLists, Overlay
 from shardkit.formats import image_codec, label_map
@@ -54,12 +59,15 @@ FIELDS = (
     ("area", "float"),
     ("difficult", "int64"),
     ("truncated", "int64"),
+    ("occluded", "int64"),
+    ("truncation", "float"),
     ("mask", "bytes"),
     ("keypoint/x", "float"),
     ("keypoint/y", "float"),
     ("keypoint/visibility", "int64"),
 )
 DROPPED = "dropped"  # P/dropped in the manifest's counts: objects left with no area, by class
+LEFT_OUT = "left_out"  # P/left_out: what the input's reader left out (KITTI DontCare, CVAT polylines), by what it is
 
 
 class ObjectsKind(FeatureKind):
@@ -172,7 +180,7 @@ class ObjectsKind(FeatureKind):
         prefix, want_masks = spec.key, bool(spec.masks)
         names = spec.classes or ()
         ids = {name: (spec.class_ids[i] if spec.class_ids else i + 1) for i, name in enumerate(names)}
-        dropped_key = f"{prefix}/{DROPPED}"
+        dropped_key, left_key = f"{prefix}/{DROPPED}", f"{prefix}/{LEFT_OUT}"
 
         def encode(value: Any, loaded: Loaded, augmented: dict[str, Any] | None, out: Features, labels: list[Any]) -> None:
             objects: Objects = value
@@ -207,9 +215,10 @@ class ObjectsKind(FeatureKind):
                 given = objects.area[keep]
                 area = np.where(np.isnan(given), area, given)
             values.append(("area", "float", area))
-            for name, attribute in (("difficult", objects.difficult), ("truncated", objects.truncated)):
+            for name, wire in ATTRIBUTES:
+                attribute = getattr(objects, name)
                 if attribute is not None:
-                    values.append((name, "int64", attribute[keep]))
+                    values.append((name, wire, attribute[keep]))
             if want_masks:
                 masks = arrays.masks if arrays.masks is not None else np.zeros((0, height, width), np.uint8)
                 values.append(("mask", "bytes", [image_codec.encode(m, "png", 95, spec.zlib_level, mask=True) for m in masks]))
@@ -227,12 +236,14 @@ class ObjectsKind(FeatureKind):
                 gone = np.ones(len(objects), dtype=bool)
                 gone[keep] = False
                 labels.extend((dropped_key, objects.text[i]) for i in np.flatnonzero(gone).tolist())
+            labels.extend((left_key, what) for what in objects.left_out)
 
         return encode
 
     def counted_keys(self, spec: FeatureSpec) -> tuple[str, ...]:
-        """The keys whose counts the manifest keeps: kept objects by class, and dropped ones."""
-        return (spec.key, f"{spec.key}/{DROPPED}")
+        """The keys whose counts the manifest keeps: kept objects by class, dropped ones, and what
+        the input's reader left out."""
+        return (spec.key, f"{spec.key}/{DROPPED}", f"{spec.key}/{LEFT_OUT}")
 
     # -- the manifest and readers ----------------------------------------------------------------
 
@@ -255,19 +266,27 @@ class ObjectsKind(FeatureKind):
         return entries
 
     def notes(self, key: str, manifest: Any) -> list[str]:
-        notes = []
+        dropped, left = f"{key}/{DROPPED}", f"{key}/{LEFT_OUT}"
+        count, gone = (sum(sum((split.labels or {}).get(k, {}).values()) for split in manifest.splits.values()) for k in (dropped, left))
+        lines = []
         entry = manifest.config.get("features", {}).get(key, {})
         if entry.get("input_ids"):
             pairs = list(zip(entry["input_ids"], entry["class_ids"], strict=True))
             moved = ", ".join(f"{a} -> {b}" for a, b in pairs[:3]) + (", ..." if len(pairs) > 3 else "")
-            notes.append(f"class ids moved up by 1, as the input's 0 is the TF OD API's background: {moved} (input_ids in the manifest)")
-        dropped = f"{key}/{DROPPED}"
-        count = sum(sum((split.labels or {}).get(dropped, {}).values()) for split in manifest.splits.values())
+            lines.append(f"class ids moved up by 1, as the input's 0 is the TF OD API's background: {moved} (input_ids in the manifest)")
         if count:
             augmented = (manifest.config.get("augment") or {}).get("copies", 0) > 0
             why = "left with no area inside its image" + (" or cut off by augmentation" if augmented else "")
-            notes.append(f"dropped {plural(count, 'object')} {why}: counted by class under {dropped} in the manifest")
-        return notes
+            lines.append(f"dropped {plural(count, 'object')} {why}: counted by class under {dropped} in the manifest")
+        if gone:
+            kinds: dict[str, int] = {}
+            for split in manifest.splits.values():
+                for what, n in ((split.labels or {}).get(left) or {}).items():
+                    kinds[what] = kinds.get(what, 0) + n
+            shown = ", ".join(f"{what} {n}" for what, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
+            what = f"left out {plural(gone, 'annotation')} as no object to train on ({shown})"
+            lines.append(f"{what}: counted under {left} in the manifest")
+        return lines
 
     def label_map_file(self, config: Mapping[str, Any]) -> str | None:
         names = config.get("classes") or []

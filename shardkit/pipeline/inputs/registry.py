@@ -14,7 +14,7 @@ import os
 
 from shardkit.errors import ShardkitError
 from shardkit.pipeline.inputs.formats import delimited, image_folder, jsonl, parquet, txt
-from shardkit.pipeline.inputs.formats.detection import coco, darknet, od_csv, voc, yolo
+from shardkit.pipeline.inputs.formats.detection import coco, cvat, darknet, kitti, od_csv, voc, yolo
 from shardkit.pipeline.inputs.formats.input_format import InputFormat
 
 FORMATS: tuple[InputFormat, ...] = (
@@ -28,6 +28,8 @@ FORMATS: tuple[InputFormat, ...] = (
     yolo.YOLO,
     darknet.DARKNET,
     voc.VOC,
+    cvat.CVAT,  # .xml files claimed by content; a folder holding its annotations.xml
+    kitti.KITTI,  # a folder holding label_2/ and image_2/, or folders that do
     image_folder.IMAGE_FOLDER,
 )
 
