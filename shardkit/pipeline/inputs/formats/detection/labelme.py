@@ -82,16 +82,14 @@ class LabelMe(DetectionFormat):
     def read_rows(self, piece: Piece) -> Iterator[Row | EntryError]:
         folder = piece.path
         rule, top = Boundary(), self.root_of(folder, None) if piece.confined else None
-        try:
-            with os.scandir(folder) as listing:
-                entries = sorted((e.name, e.is_symlink()) for e in listing if e.name.lower().endswith(".json"))
-        except OSError as exc:
-            raise ShardkitError(f"{folder}: cannot list: {exc.strerror or exc}") from None
-        for line, (name, link) in enumerate(entries, start=1):
+        for line, (name, link, plain) in enumerate(_listed(folder), start=1):
             path = os.path.join(folder, name)
             refused = rule.outside(os.path.abspath(path), top) if link and top is not None else None
             if refused is not None:  # a link out of the dataset: not opened
                 yield EntryError(path, 0, refused)
+                continue
+            if not plain:  # a FIFO would be waited on forever
+                yield EntryError(path, 0, "not a file")
                 continue
             try:
                 yield _row(folder, line, path)
@@ -99,8 +97,19 @@ class LabelMe(DetectionFormat):
                 yield exc
 
 
+def _listed(folder: str) -> list[tuple[str, bool, bool]]:
+    """(name, whether a link, whether a file) of each JSON file in ``folder``, in name order."""
+    try:
+        with os.scandir(folder) as listing:
+            return sorted((e.name, e.is_symlink(), e.is_file()) for e in listing if e.name.lower().endswith(".json"))
+    except OSError as exc:
+        raise ShardkitError(f"{folder}: cannot list: {exc.strerror or exc}") from None
+
+
 def _is_labelme(path: str) -> bool:
     try:
+        if not os.path.isfile(path):  # a FIFO would be waited on forever
+            return False
         with open(path, "rb") as f:
             head = f.read(_PEEK)
     except OSError:
@@ -112,8 +121,8 @@ def _is_labelme(path: str) -> bool:
 def _holds_labelme(folder: str) -> bool:
     """Whether one of the first JSON files of ``folder`` (in name order) is a LabelMe file."""
     try:
-        names = sorted(n for n in os.listdir(folder) if n.lower().endswith(".json"))
-    except OSError:
+        names = [name for name, _, plain in _listed(folder) if plain]
+    except ShardkitError:
         return False
     return any(_is_labelme(os.path.join(folder, n)) for n in names[:_LOOKED_AT])
 

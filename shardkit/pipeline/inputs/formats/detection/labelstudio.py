@@ -50,7 +50,7 @@ from shardkit.pipeline.inputs.formats.input_format import Piece, Row, split_name
 from shardkit.storage import location
 
 _PEEK = 1 << 20
-_ARRAY = re.compile(rb"\s*\[\s*\{")
+_ARRAY = re.compile(rb"\s*\[")
 _TASK = re.compile(rb'"data"\s*:\s*\{')
 _ANNOTATED = re.compile(rb'"(annotations|completions|predictions)"\s*:\s*\[')
 _MINIMAL = re.compile(rb'"(annotation_id|annotator)"\s*:')
