@@ -41,6 +41,7 @@ from shardkit.storage.boundary import Boundary
 
 SPLITS = ("train", "val", "valid", "test")
 _PEEK = 1 << 16
+_BLOCK = 1 << 20
 _LOOKED_AT = 8  # JSON files of a folder peeked at to tell its layout
 _OBJECT = re.compile(rb"\s*\{")
 _SHAPES = re.compile(rb'"shapes"\s*:\s*\[')
@@ -159,10 +160,13 @@ def _load(path: str) -> dict[str, Any]:
         if end > 0:
             raw = raw[: embedded.end() - 1] + b'"..."' + raw[end + 1 :]
     try:
-        bounded_json.check(raw)
+        limits = bounded_json.Limits()
+        for start in range(0, len(raw), _BLOCK):  # in blocks: a string is measured where it spans two
+            limits.feed(raw[start : start + _BLOCK])
         data = json.loads(raw)
     except bounded_json.Exceeded as exc:
-        raise EntryError(path, raw.count(b"\n", 0, exc.offset) + 1, exc.reason) from None
+        column = exc.offset - raw.rfind(b"\n", 0, exc.offset)
+        raise EntryError(path, raw.count(b"\n", 0, exc.offset) + 1, f"{exc.reason} (column {column})") from None
     except UnicodeDecodeError as exc:
         raise EntryError(path, raw.count(b"\n", 0, exc.start) + 1, "not UTF-8 text") from None
     except json.JSONDecodeError as exc:
