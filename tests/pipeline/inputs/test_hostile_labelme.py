@@ -56,6 +56,8 @@ def test_nesting_past_the_limit_is_one_line_naming_the_file_and_its_place(tmp_pa
         (b'{"version": "5.5.0", "shapes": [], "imagePath": "\xff.jpg"}', "1: not UTF-8 text"),
         ('{"shapes": [{"label": "' + "n" * (bounded_json.MAX_STRING + 1) + '"}]}', f"1: {bounded_json.too_long()} (column 23)"),
         ('{"shapes": [{"label": "cat", "points": [[1, 1], [NaN, 9]], "shape_type": "rectangle"}], "imagePath": "a.jpg"}',
+         "not valid JSON: NaN (JSON has no NaN or Infinity)"),
+        ('{"shapes": [{"label": "cat", "points": [[1, 1], [true, 9]], "shape_type": "rectangle"}], "imagePath": "a.jpg"}',
          "shapes[0] (cat): points: expected a list of points [x, y]"),
     ],
 )  # fmt: skip

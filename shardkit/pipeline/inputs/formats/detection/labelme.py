@@ -48,6 +48,7 @@ _SHAPES = re.compile(rb'"shapes"\s*:\s*\[')
 _LABELME = re.compile(rb'"(imagePath|imageHeight|imageWidth|version|flags)"\s*:')
 _IMAGE_DATA = re.compile(rb'"imageData"\s*:\s*"')
 _NUMBER = (int, float)
+_SHAPES_READ = ("rectangle", "polygon", "circle")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,9 +142,20 @@ def _row(folder: str, line: int, path: str) -> Row:
         raise EntryError(path, 0, "no imagePath" + (embedded if data.get("imageData") else ""))
     image = image.replace("\\", "/")
     found = objects(path, data)
-    name = os.path.basename(image)
-    key = os.path.join(os.path.basename(folder), os.path.basename(path))  # the annotation file: one a row
+    name = image.rpartition("/")[2]
+    key = f"{os.path.basename(folder)}/{os.path.basename(path)}"  # the annotation file: one a row
     return detection_row(folder, line, image, name, os.path.splitext(name)[0], found, key)
+
+
+class _NotFinite(ValueError):
+    pass
+
+
+def _no_constant(name: str) -> Any:
+    raise _NotFinite(name)
+
+
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)  # made once: making one costs half the parse of a small file
 
 
 def _load(path: str) -> dict[str, Any]:
@@ -160,10 +172,13 @@ def _load(path: str) -> dict[str, Any]:
         if end > 0:
             raw = raw[: embedded.end() - 1] + b'"..."' + raw[end + 1 :]
     try:
-        limits = bounded_json.Limits()
-        for start in range(0, len(raw), _BLOCK):  # in blocks: a string is measured where it spans two
-            limits.feed(raw[start : start + _BLOCK])
-        data = json.loads(raw)
+        # A file that opens fewer arrays and objects than the limit, and is shorter than the
+        # longest string allowed, is within both: most are, and cost two counts.
+        if len(raw) > bounded_json.MAX_STRING or raw.count(b"[") + raw.count(b"{") > bounded_json.MAX_DEPTH:
+            limits = bounded_json.Limits()
+            for start in range(0, len(raw), _BLOCK):  # in blocks: a string is measured where it spans two
+                limits.feed(raw[start : start + _BLOCK])
+        data = _DECODER.decode(raw.decode("utf-8"))
     except bounded_json.Exceeded as exc:
         column = exc.offset - raw.rfind(b"\n", 0, exc.offset)
         raise EntryError(path, raw.count(b"\n", 0, exc.offset) + 1, f"{exc.reason} (column {column})") from None
@@ -171,6 +186,8 @@ def _load(path: str) -> dict[str, Any]:
         raise EntryError(path, raw.count(b"\n", 0, exc.start) + 1, "not UTF-8 text") from None
     except json.JSONDecodeError as exc:
         raise EntryError(path, exc.lineno, f"not valid JSON: {exc.msg} (column {exc.colno})") from None
+    except _NotFinite as exc:
+        raise EntryError(path, 0, f"not valid JSON: {exc} (JSON has no NaN or Infinity)") from None
     if type(data) is not dict or type(data.get("shapes")) is not list:
         raise EntryError(path, 0, "not a LabelMe file: expected an object with a shapes list")
     return data
@@ -184,26 +201,24 @@ def objects(path: str, data: dict[str, Any]) -> dict[str, Any]:
     polygons: list[list[list[float]]] = []
     refs: list[str] = []
     for k, shape in enumerate(data["shapes"]):
-        at = f"shapes[{k}]"
         if type(shape) is not dict:
-            raise EntryError(path, 0, f"{at}: expected a shape (an object)")
+            raise EntryError(path, 0, f"shapes[{k}]: expected a shape (an object)")
         label, group = shape.get("label"), shape.get("group_id")
         if type(label) is not str or not label:
-            raise EntryError(path, 0, f"{at}: label {quoted(label)} is not a class name")
+            raise EntryError(path, 0, f"shapes[{k}]: label {quoted(label)} is not a class name")
         if group is not None and type(group) not in (int, str):
-            raise EntryError(path, 0, f"{at} ({label}): group_id {quoted(group)} is not a number")
-        kind = shape.get("shape_type") or "polygon"  # LabelMe's own default
-        polygon = _polygon(path, f"{at} ({label})", kind, shape.get("points"))
+            raise EntryError(path, 0, f"shapes[{k}] ({label}): group_id {quoted(group)} is not a number")
+        polygon = _polygon(path, k, label, shape.get("shape_type") or "polygon", shape.get("points"))  # LabelMe's default type
         xs, ys = polygon[0::2], polygon[1::2]
         box = [min(xs), min(ys), max(xs), max(ys)]
-        instance = instances.get((label, group)) if group is not None else None
+        instance = None if group is None else instances.get((label, group))
         if instance is None:
             if group is not None:
                 instances[(label, group)] = len(boxes)
             boxes.append(box)
             names.append(label)
             polygons.append([polygon])
-            refs.append(at)
+            refs.append(f"shapes[{k}]")
         else:  # another part of an object: its extent grows
             was = boxes[instance]
             boxes[instance] = [min(was[0], box[0]), min(was[1], box[1]), max(was[2], box[2]), max(was[3], box[3])]
@@ -211,31 +226,45 @@ def objects(path: str, data: dict[str, Any]) -> dict[str, Any]:
     return {"size": _size(path, data), "bbox": boxes, "text": names, "ref": refs, "segmentation": polygons}
 
 
-def _polygon(path: str, at: str, kind: Any, points: Any) -> list[float]:
-    """A shape's outline in pixels as a flat COCO polygon (x1, y1, x2, y2, ...)."""
-    if kind not in ("rectangle", "polygon", "circle"):
-        raise EntryError(path, 0, f"{at}: {quoted(kind)} shapes are no objects (rectangle, polygon and circle are)")
-    if type(points) is not list or not all(_is_point(p) for p in points):
-        raise EntryError(path, 0, f"{at}: points: expected a list of points [x, y]")
+def _polygon(path: str, k: int, label: str, kind: Any, points: Any) -> list[float]:
+    """Shape ``k``'s outline in pixels as a flat COCO polygon (x1, y1, x2, y2, ...)."""
+    if kind not in _SHAPES_READ:
+        raise EntryError(path, 0, f"shapes[{k}] ({label}): {quoted(kind)} shapes are no objects (rectangle, polygon and circle are)")
+    flat = _flat(points)
+    if flat is None:
+        raise EntryError(path, 0, f"shapes[{k}] ({label}): points: expected a list of points [x, y]")
     if kind == "polygon":
-        if len(points) < 3:
-            raise EntryError(path, 0, f"{at}: a polygon of {len(points)} points (three or more make one)")
-        return [float(v) for p in points for v in p]
-    if len(points) != 2:
-        raise EntryError(path, 0, f"{at}: a {kind} of {len(points)} points (it has two)")
-    (x1, y1), (x2, y2) = points
+        if len(flat) < 6:
+            raise EntryError(path, 0, f"shapes[{k}] ({label}): a polygon of {len(flat) // 2} points (three or more make one)")
+        return flat
+    if len(flat) != 4:
+        raise EntryError(path, 0, f"shapes[{k}] ({label}): a {kind} of {len(flat) // 2} points (it has two)")
+    x1, y1, x2, y2 = flat
     if kind == "rectangle":
         x1, x2, y1, y2 = min(x1, x2), max(x1, x2), min(y1, y2), max(y1, y2)
-        return [float(v) for v in (x1, y1, x2, y1, x2, y2, x1, y2)]
+        return [x1, y1, x2, y1, x2, y2, x1, y2]
     radius = math.hypot(x2 - x1, y2 - y1)
     if radius <= 0:
-        raise EntryError(path, 0, f"{at}: a circle of radius 0")
+        raise EntryError(path, 0, f"shapes[{k}] ({label}): a circle of radius 0")
     n = 4 * max(3, math.ceil(math.pi * radius / 4))  # a vertex every 2 px of the rim, four on its extent
     return [v for i in range(n) for v in (x1 + radius * math.cos(2 * math.pi * i / n), y1 + radius * math.sin(2 * math.pi * i / n))]
 
 
-def _is_point(point: Any) -> bool:
-    return type(point) is list and len(point) == 2 and all(type(v) in _NUMBER and math.isfinite(v) for v in point)
+def _flat(points: Any) -> list[float] | None:
+    """``[[x, y], ...]`` as ``[x, y, ...]``; None where it is not a list of points (NaN and
+    Infinity were refused by the parser)."""
+    if type(points) is not list:
+        return None
+    flat: list[float] = []
+    for point in points:
+        if type(point) is not list or len(point) != 2:
+            return None
+        x, y = point
+        if type(x) not in _NUMBER or type(y) not in _NUMBER:
+            return None
+        flat.append(x)
+        flat.append(y)
+    return flat
 
 
 def _size(path: str, data: dict[str, Any]) -> list[int] | None:
