@@ -17,7 +17,7 @@ import shardkit
 from shardkit.errors import EntryError, ShardkitError
 from shardkit.pipeline.inputs import registry
 from shardkit.pipeline.inputs.formats.detection.labelstudio import LABEL_STUDIO, image_path
-from shardkit.pipeline.inputs.formats.input_format import Row
+from shardkit.pipeline.inputs.formats.input_format import Piece, Row
 from shardkit.pipeline.inputs.index_files import discover
 from tests.detection_sets import photo
 from tests.labelling_sets import ls_annotation, ls_polygon, ls_rectangle, ls_task, write_label_studio
@@ -44,11 +44,10 @@ def _region(i: str, label: str, geometry: Any, size: tuple[int, int]) -> dict[st
 @pytest.fixture(scope="module")
 def export(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("ls")
+    (root / "photos").mkdir()
     for seed, (name, (w, h)) in enumerate(SIZES.items()):
-        (root / "photos").mkdir(exist_ok=True)
-        photo(root / ("photos" if name == "gate.jpg" else ".") / name, w, h, seed)
-    street, park, empty, yard = (SIZES[n] for n in ("1a2b3c4d-street.jpg", "9f8e7d6c-park.jpg", "0a0b0c0d-empty.jpg", "5e6f7a8b-yard.jpg"))
-    gate = SIZES["gate.jpg"]
+        photo(root / ("photos" if name == "gate.jpg" else ".") / name, w, h, seed)  # local storage: photos/
+    street, park, gate = SIZES["1a2b3c4d-street.jpg"], SIZES["9f8e7d6c-park.jpg"], SIZES["gate.jpg"]
     first = [_region(f"r{k}", label, g, street) for k, (label, g) in enumerate(WANT[11])]
     tasks = [
         ls_task(11, "/data/upload/3/1a2b3c4d-street.jpg", [ls_annotation(101, 11, first, "2024-05-01T10:00:00.000000Z")]),
@@ -89,7 +88,6 @@ def export(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ),
         ls_task(15, "/data/upload/3/5e6f7a8b-yard.jpg", [ls_annotation(107, 15, [], "2024-05-01T10:00:00.000000Z")]),
     ]
-    del empty, yard
     return write_label_studio(root / EXPORT, tasks)
 
 
@@ -110,7 +108,7 @@ def test_image_paths_as_label_studio_writes_them() -> None:
 
 
 def test_rows_are_tasks_with_the_chosen_annotation(export: Path) -> None:
-    rows = [r for r in LABEL_STUDIO.read_rows(discover([export])[0].piece or _piece(export))]
+    rows = list(LABEL_STUDIO.read_rows(Piece(str(export))))
     assert all(isinstance(r, Row) for r in rows)
     got = {int(r.values[2]): r for r in rows if isinstance(r, Row)}
     assert sorted(got) == sorted(WANT)
@@ -118,12 +116,6 @@ def test_rows_are_tasks_with_the_chosen_annotation(export: Path) -> None:
     assert got[12].values[3]["text"] == ["person"] and got[14].values[3]["text"] == ["person"]
     assert got[13].values[3] == {"size": None, "bbox": [], "text": [], "ref": []}
     assert got[14].values[0] == "photos/gate.jpg"
-
-
-def _piece(path: Path) -> Any:
-    from shardkit.pipeline.inputs.formats.input_format import Piece
-
-    return Piece(str(path))
 
 
 def test_a_build_gives_every_task_with_its_boxes_and_classes(export: Path, tmp_path: Path) -> None:
