@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 
 from shardkit.errors import ShardkitError
-from shardkit.pipeline.inputs.formats import delimited, image_folder, jsonl, parquet, txt
-from shardkit.pipeline.inputs.formats.detection import coco, cvat, darknet, kitti, od_csv, voc, yolo
+from shardkit.pipeline.inputs.formats import delimited, image_folder, jsonl, parquet, txt, unread
+from shardkit.pipeline.inputs.formats.detection import coco, cvat, darknet, kitti, labelme, labelstudio, od_csv, voc, yolo
 from shardkit.pipeline.inputs.formats.input_format import InputFormat
 
 FORMATS: tuple[InputFormat, ...] = (
@@ -23,6 +23,8 @@ FORMATS: tuple[InputFormat, ...] = (
     delimited.TSV,
     jsonl.JSONL,
     parquet.PARQUET,
+    labelstudio.LABEL_STUDIO,  # ahead of COCO: its tasks have "annotations": [ too
+    unread.UNREAD,  # ahead of COCO (CreateML's "annotations": [) and of .csv index files
     coco.COCO,
     od_csv.OD_CSV,
     yolo.YOLO,
@@ -30,6 +32,7 @@ FORMATS: tuple[InputFormat, ...] = (
     voc.VOC,
     cvat.CVAT,  # .xml files claimed by content; a folder holding its annotations.xml
     kitti.KITTI,  # a folder holding label_2/ and image_2/, or folders that do
+    labelme.LABELME,
     image_folder.IMAGE_FOLDER,
 )
 

@@ -1,4 +1,4 @@
-"""The COCO, VOC, YOLO and Parquet readers on mutated real-shaped inputs (bytes flipped, cut short,
+"""The COCO, VOC, YOLO, Label Studio, LabelMe and Parquet readers on mutated real-shaped inputs (bytes flipped, cut short,
 deep nesting and long strings put in, values swapped for other types): reading through the input
 format's API (registry -> ``file_splits`` / ``folder_splits`` / ``read_rows``) gives rows or an
 ``EntryError`` / ``ShardkitError``, never another exception, and memory grows by under 300 MB for
@@ -24,11 +24,11 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parents[3]
-FAMILIES = ("coco", "voc", "yolo", "parquet")
+FAMILIES = ("coco", "voc", "yolo", "labelstudio", "labelme", "parquet")
 EXAMPLES = 120  # a family: about 10 s each on a shared 2-core machine
 GROWTH_MB = 300
 
-pytestmark = pytest.mark.slow  # four child processes, about 40 s in all
+pytestmark = pytest.mark.slow  # six child processes, about 60 s in all
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -54,10 +54,29 @@ def _write(family: str, root: Path) -> Path:
         return write_voc(root) / "Annotations" / "2008_000008.xml"
     if family == "yolo":
         return write_yolo(root / "yolo")
+    if family in ("labelstudio", "labelme"):
+        return _write_labelling(family, root)
     from tests.table_sets import write_hub_export
 
     write_hub_export(root, {"train": 6})
     return root / "data" / "train-00000-of-00001.parquet"
+
+
+def _write_labelling(family: str, root: Path) -> Path:
+    from tests.detection_sets import photo
+    from tests.labelling_sets import lm_shape, ls_annotation, ls_polygon, ls_rectangle, ls_task, write_label_studio, write_labelme
+
+    if family == "labelme":
+        write_labelme(root / "lm", "b.jpg", (32, 24), [], 1)
+        shapes = [lm_shape("car", [[1, 2], [9, 8]], "rectangle"), lm_shape("leaf", [[1, 1], [9, 2], [5, 9]], "polygon", group_id=1)]
+        return write_labelme(root / "lm", "a.jpg", (32, 24), shapes, 0)
+    photo(root / "1a2b-a.jpg", 32, 24, 0)
+    regions = [ls_rectangle("r1", "car", 10, 10, 50, 50, (32, 24)), ls_polygon("p1", "leaf", [[1, 1], [90, 2], [50, 90]], (32, 24))]
+    tasks = [
+        ls_task(1, "/data/upload/3/1a2b-a.jpg", [ls_annotation(1, 1, regions, "2024-05-01")]),
+        ls_task(2, "/data/upload/3/1a2b-a.jpg", []),
+    ]
+    return write_label_studio(root / "project-3-at-2024-05-01-10-00-8f3a2b1c.json", tasks)
 
 
 # -- the child: mutate, read, judge ---------------------------------------------------------------
@@ -69,9 +88,10 @@ def _read(family: str, root: Path, target: Path) -> None:
     from shardkit.pipeline.inputs.formats.input_format import Piece
 
     path = str(target)
-    if family == "voc":
-        layout = registry.layout_format(str(target.parent.parent))
-        pieces = [piece for _, piece in layout.folder_splits(str(target.parent.parent))] if layout else []
+    if family in ("voc", "labelme"):
+        folder = str(target.parent.parent if family == "voc" else target.parent)
+        layout = registry.layout_format(folder)
+        pieces = [piece for _, piece in layout.folder_splits(folder)] if layout else []
         fmt = layout
     else:
         fmt = registry.file_format(path)
@@ -130,7 +150,7 @@ def _mutated(family: str, original: bytes, rng: random.Random) -> bytes:
         junk = rng.choice([b"[" * depth + b"]" * depth, b"<a>" * depth + b"</a>" * depth, b"x" * 500_000, b"{" * depth])
         return original[:at] + junk + original[at:]
     text = original.decode("utf-8", "replace")
-    if family == "coco":
+    if family in ("coco", "labelstudio", "labelme"):
         return _swapped_json(rng, json.loads(text), _value(rng)).encode()
     if family == "yolo":
         lines = text.splitlines()

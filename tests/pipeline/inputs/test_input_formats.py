@@ -47,10 +47,27 @@ def test_a_file_is_read_by_the_format_claiming_its_suffix(path: str, name: str |
 def test_the_table_names_each_format_and_suffix_once() -> None:
     names = [f.name for f in registry.FORMATS]
     # The names build states keep: never renamed.
-    assert names == ["txt", "csv", "tsv", "jsonl", "parquet", "coco", "od-csv", "yolo", "darknet", "voc", "cvat", "kitti", "folder"]
+    assert names == [
+        "txt",
+        "csv",
+        "tsv",
+        "jsonl",
+        "parquet",
+        "label-studio",
+        "unread",
+        "coco",
+        "od-csv",
+        "yolo",
+        "darknet",
+        "voc",
+        "cvat",
+        "kitti",
+        "labelme",
+        "folder",
+    ]
     assert registry.suffixes() == (".txt", ".csv", ".tsv", ".jsonl", ".parquet")  # the order messages list them in
     assert all(registry.named(name) is f for name, f in zip(names, registry.FORMATS, strict=True))
-    known = r"\(known: txt, csv, tsv, jsonl, parquet, coco, od-csv, yolo, darknet, voc, cvat, kitti, folder\)"
+    known = r"\(known: txt, csv, tsv, jsonl, parquet, label-studio, unread, coco, od-csv, yolo, darknet, voc, cvat, kitti, labelme, folder\)"
     with pytest.raises(ShardkitError, match=r"unknown input format 'arrow' in the build state " + known):
         registry.named("arrow")
 
