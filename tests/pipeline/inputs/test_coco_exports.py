@@ -358,3 +358,27 @@ def test_a_fiftyone_export_finds_its_data_folder_and_builds_each_split_exact(tmp
     result = shardkit.build([root], tmp_path / "out", workers=1, progress=False)
     assert result.manifest is not None and sorted(result.manifest.splits) == ["train", "validation"]
     assert_exact(tmp_path / "out", written, {n + 1: name for n, name in enumerate(CLASSES)}, {1: 1, 2: 2, 3: 3})
+
+
+def test_a_cvat_task_coco_export_finds_its_flat_images_folder(tmp_path: Path) -> None:
+    """CVAT's "COCO 1.0" export of a task: ``annotations/instances_default.json`` beside a flat
+    ``images/`` (no ``images/default/``); file names as CVAT writes them, the frame's name."""
+    root = tmp_path / "task_3_dataset"
+    (root / "annotations").mkdir(parents=True)
+    (root / "images").mkdir()
+    images, annotations = [], []
+    for i in range(2):
+        name = f"frame_{i:06d}.jpg"
+        photo(root / "images" / name, 48, 40, 60 + i)
+        images.append({"id": i + 1, "width": 48, "height": 40, "file_name": name, "license": 0, "flickr_url": "", "coco_url": "",
+                       "date_captured": 0})  # fmt: skip
+        annotations.append({"id": i + 1, "image_id": i + 1, "category_id": 1, "segmentation": [], "area": 120.0,
+                            "bbox": [4.0, 5.0, 12.0, 10.0], "iscrowd": 0, "attributes": {"occluded": False}})  # fmt: skip
+    document = {"licenses": [{"name": "", "id": 0, "url": ""}], "info": {"contributor": "", "date_created": "", "description": "",
+                "url": "", "version": "", "year": ""}, "categories": [{"id": 1, "name": "car", "supercategory": ""}],
+                "images": images, "annotations": annotations}  # fmt: skip
+    (root / "annotations" / "instances_default.json").write_text(json.dumps(document))
+    result = shardkit.build([root / "annotations" / "instances_default.json"], tmp_path / "out", workers=1, progress=False)
+    assert result.manifest is not None and result.manifest.splits["default"].records == 2
+    written = {"default": [{**image, "objects": [(1, [4.0, 5.0, 12.0, 10.0])]} for image in images]}
+    assert_exact(tmp_path / "out", written, {1: "car"}, {1: 1})

@@ -6,6 +6,8 @@ folder its images are in, and which folders are exports whose files are their sp
   with the images in ``images/<split>/``.
 - Roboflow's (and supervision's): ``<split>/_annotations.coco.json`` beside the split's images
   (``train``, ``valid``, ``test``): the file's name tells no split, its folder's does.
+- CVAT's "COCO 1.0" of a task (and Supervisely's): ``annotations/instances_default.json`` beside
+  a flat ``images/``.
 - FiftyOne's (``COCODetectionDataset``): ``labels.json`` beside ``data/``, the images; exported a
   split a folder, so the folder's name is the split, as for Roboflow's.
 
@@ -45,22 +47,35 @@ def split_name(path: str) -> str:
 def image_folder(path: str) -> str:
     """The image folder of the annotation file ``path``, absolute: ``val2017/`` beside
     ``annotations/`` (the standard layout), or inside it, or ``images/val2017/`` beside it
-    (datumaro's), where one exists; ``data/`` beside FiftyOne's ``labels.json``; else the file's
-    own folder. The folder above it where the file names already begin with its name and it holds
-    no folder of that name."""
+    (datumaro's), where one exists; ``data/`` beside FiftyOne's ``labels.json``; ``images/`` beside
+    ``annotations/`` (CVAT's task export); else the file's own folder. The folder above it where
+    the file names already begin with its name and it holds no folder of that name."""
     folder = location.dirname(location.absolute(path))
     if os.path.basename(path) == FIFTYONE and not location.is_url(folder) and os.path.isdir(os.path.join(folder, FIFTYONE_IMAGES)):
         return os.path.join(folder, FIFTYONE_IMAGES)
     base = os.path.splitext(os.path.basename(path))[0]
     stem = TASK_PREFIX.sub("", base)
-    if not stem or stem == base or location.is_url(folder):
+    if location.is_url(folder):
         return folder
     parent = os.path.dirname(folder)
-    for candidate in (os.path.join(parent, stem), os.path.join(folder, stem), os.path.join(parent, IMAGES, stem)):
-        if os.path.isdir(candidate):
-            named = (_first_file_name(path) or "").replace("\\", "/").startswith(stem + "/")
-            return os.path.dirname(candidate) if named and not os.path.isdir(os.path.join(candidate, stem)) else candidate
-    return folder
+    if stem and stem != base:
+        for candidate in (os.path.join(parent, stem), os.path.join(folder, stem), os.path.join(parent, IMAGES, stem)):
+            if os.path.isdir(candidate):
+                named = (_first_file_name(path) or "").replace("\\", "/").startswith(stem + "/")
+                return os.path.dirname(candidate) if named and not os.path.isdir(os.path.join(candidate, stem)) else candidate
+    return _flat_images(path, folder) or folder
+
+
+def _flat_images(path: str, folder: str) -> str | None:
+    """``images/`` beside the ``annotations/`` folder holding ``path`` (CVAT's "COCO 1.0" export of a
+    task, Supervisely's layout), where the first image is not beside the file itself."""
+    images = os.path.join(os.path.dirname(folder), IMAGES)
+    if os.path.basename(folder) != ANNOTATIONS or not os.path.isdir(images):
+        return None
+    first = (_first_file_name(path) or "").replace("\\", "/")
+    if first and os.path.isfile(os.path.join(folder, first)):
+        return None
+    return os.path.dirname(images) if first.startswith(IMAGES + "/") else images
 
 
 def coco_files(root: str) -> list[str]:
