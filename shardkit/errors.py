@@ -98,6 +98,13 @@ class EntryError(ShardkitError):
     def __reduce__(self) -> tuple[type, tuple[str, int, str]]:  # exceptions cross process boundaries
         return (type(self), (self.source, self.line, self.reason))
 
+    @classmethod
+    def of_entry(cls, source: str, line: int, identity: str, reason: str) -> EntryError:
+        """The error of an entry read from ``source``: one with no line (an image of a COCO file, a
+        LabelMe folder's file) is named by its ``identity`` where ``reason`` does not name it already."""
+        shown = printable(identity)
+        return cls(source, line, reason if line or not shown or shown in reason else f"{shown}: {reason}")
+
 
 class UsageError(ShardkitError):
     """A bad option, combination of options or argument the caller gave (``--workers 0``,

@@ -251,7 +251,7 @@ def _records(maker: RecordMaker, entry: Entry, cfg: Config, full: bool) -> tuple
     try:
         data = maker.records_for(entry)
     except image_headers.ImageProblem as exc:  # as a build's worker reports it
-        raise EntryError(entry.source, entry.line, str(exc)) from None
+        raise EntryError.of_entry(entry.source, entry.line, entry.identity, str(exc)) from None
     # Each picture's key -> whether it holds class values (a mask, drawn over its image) or colours.
     pictures = {spec.key: spec.kind.class_values for spec in cfg.features if spec.kind.picture}
     out = []

@@ -39,7 +39,7 @@ def typed_value(row: Row, spec: FeatureSpec, txt_names: tuple[str, ...] | None, 
     try:
         return spec.kind.typed(spec, raw, folder)
     except BadValue as exc:
-        raise EntryError(row.source, row.line, f"{spec.key}: {null_reason(spec) if raw is None else exc}") from None
+        raise EntryError.of_entry(row.source, row.line, row.identity, f"{spec.key}: {null_reason(spec) if raw is None else exc}") from None
 
 
 def null_reason(spec: FeatureSpec) -> str:

@@ -107,7 +107,7 @@ def _one_folder_a_split(files: list[IndexFile]) -> None:
         if other != index.path and location.dirname(other if location.is_url(other) else str(Path(other).resolve())) != folder:
             raise ShardkitError(
                 f"{index.path}: its name puts it in split {index.split!r}, as {other} from another folder: "
-                "build them to separate outputs, or give --split NAME to make every input one split"
+                "build each to an output of its own (--split NAME would put every input, other splits too, in that one split)"
             )
 
 

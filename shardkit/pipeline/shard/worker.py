@@ -218,9 +218,10 @@ def _write_records(task: ShardTask, maker: RecordMaker, writer: RecordWriter, sp
         try:
             records = maker.records_for(entry)
         except image_headers.ImageProblem as exc:
+            error = EntryError.of_entry(entry.source, entry.line, entry.identity, str(exc))
             if settings.on_error != "skip":
-                raise EntryError(entry.source, entry.line, str(exc)) from None
-            tally.add(0, [(entry.source, entry.line)], [(entry.source, entry.line, str(exc))])
+                raise error from None
+            tally.add(0, [(entry.source, entry.line)], [(entry.source, entry.line, error.reason)])
             continue
         if spread is not None:
             with atomic.naming(final):

@@ -179,7 +179,7 @@ def test_two_exports_splits_of_one_name_are_refused_not_merged(roboflow: tuple[P
         shardkit.build([first, second], tmp_path / "out", workers=1, progress=False)
     assert str(refused.value) == (
         f"{second}: its name puts it in split 'train', as {first} from another folder: "
-        "build them to separate outputs, or give --split NAME to make every input one split"
+        "build each to an output of its own (--split NAME would put every input, other splits too, in that one split)"
     )
     with pytest.raises(ShardkitError) as repeated:  # asked to merge: their ids, both from 0, would repeat
         shardkit.build([first, second], tmp_path / "out", split="train", workers=1, progress=False)
@@ -382,3 +382,19 @@ def test_a_cvat_task_coco_export_finds_its_flat_images_folder(tmp_path: Path) ->
     assert result.manifest is not None and result.manifest.splits["default"].records == 2
     written = {"default": [{**image, "objects": [(1, [4.0, 5.0, 12.0, 10.0])]} for image in images]}
     assert_exact(tmp_path / "out", written, {1: "car"}, {1: 1})
+
+
+def test_a_coco_file_of_another_name_keeps_its_split_and_index_files_keep_their_folder(tmp_path: Path) -> None:
+    """Only the exports that put a split a folder name it by the folder: ``data/mine/annotations.json``
+    is split ``annotations`` as ever, not ``mine``. A folder holding index files of its own is read
+    by them, though it holds an ``annotations/instances_*.json`` too (Ultralytics' ``coco/``)."""
+    root = tmp_path / "mine"
+    named = _standard(root, "a.jpg")
+    plain = named.rename(root / "annotations.json")
+    assert [f.split for f in discover([plain])] == ["annotations"]
+    plain.rename(named)
+    (root / "README.roboflow.txt").write_text("exported\n")  # an export's note is no index file of its folder
+    assert [f.split for f in discover([root])] == ["train"]  # an export's folder: its annotations/ files
+    (root / "README.roboflow.txt").unlink()
+    (root / "train2017.txt").write_text("train2017/a.jpg\n")
+    assert [(f.name, f.split) for f in discover([root])] == [("train2017.txt", "train2017")]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -222,7 +223,9 @@ def test_a_segmentation_pycocotools_would_crash_on_is_an_entry_error(change: Any
     skipped = build(coco, tmp_path / "skipped", "-c", MASKS, "-w", "2", "--on-error", "skip")
     assert skipped.returncode == 0, skipped.stderr
     listed = [json.loads(x) for x in (tmp_path / "skipped" / "errors.jsonl").read_text().splitlines()]
-    assert len(listed) == 1 and listed[0]["line"] > 0 and reason.split("{size}")[0] in listed[0]["reason"]
+    # No line (an image is none of the file's): the image named by its file_name, then the annotation
+    assert len(listed) == 1 and listed[0]["line"] == 0 and reason.split("{size}")[0] in listed[0]["reason"]
+    assert re.match(r"\d+\.jpg: annotation \d+: ", listed[0]["reason"]), listed[0]
     assert digests(coco.parent.parent) == before
 
 

@@ -71,7 +71,7 @@ def test_a_local_files_path_out_of_the_dataset_is_refused(tmp_path: Path) -> Non
     result = run_cli(["build", export, "-o", tmp_path / "out", "-q"], tmp_path)
     root = tmp_path / "ls"
     refused = f"{secret} is outside the dataset's root {root}: refused (pass --allow-outside-root to read it)"
-    assert one_line_error(result) == f"Error: {export}:2: image/encoded: {refused}"
+    assert one_line_error(result) == f"Error: {export}: /data/local-files/?d=../secret.jpg: image/encoded: {refused}"
     assert digests(tmp_path / "ls", secret) == before
     allowed = shardkit.build([export], tmp_path / "allowed", workers=1, progress=False, allow_outside_root=True)
     assert allowed.records == 2
@@ -89,7 +89,7 @@ def test_urls_and_upload_paths_stay_where_the_rule_says(tmp_path: Path, image: s
     export = _export(tmp_path / "ls", [image])
     with pytest.raises(EntryError) as error:
         shardkit.build([export], tmp_path / "out", workers=1, progress=False)
-    assert str(error.value).startswith(f"{export}:1: image/encoded: ") and refused in str(error.value)
+    assert str(error.value).startswith(f"{export}: ") and refused in str(error.value)
 
 
 _A = "tasks[1] (id 1, a.jpg)"

@@ -119,7 +119,7 @@ def test_an_image_whose_name_is_not_utf8_in_a_split_folder_is_one_line_naming_it
     before = digests(root)
     line = one_line_error(run_cli(["build", root, "-o", tmp_path / "out"], tmp_path))
     # no line: data.yaml's line 2 is "train: ...", not the folder's second image
-    assert line.startswith(f"Error: {root / 'data.yaml'}: image/filename: ") and line.endswith(
+    assert line.startswith(f"Error: {root / 'data.yaml'}: images/train/caf\\xe9.jpg: image/filename: ") and line.endswith(
         "caf\\xe9.jpg is not UTF-8 text (a file name's bytes, most often): rename the file"
     )
     assert digests(root) == before

@@ -57,7 +57,7 @@ def test_each_image_is_a_row_with_its_label_files_objects(kitti: Path) -> None:
     got = [r for index in discover([kitti]) for r in index.rows()]
     assert all(isinstance(r, Row) for r in got)
     assert [(r.line, r.values[0], r.values[2]) for r in got if isinstance(r, Row)] == [
-        (1, "000000.png", "000000"), (2, "000001.png", "000001"), (3, "000002.png", "000002"), (4, "000003.png", "000003"),
+        (0, "000000.png", "000000"), (0, "000001.png", "000001"), (0, "000002.png", "000002"), (0, "000003.png", "000003"),
     ]  # fmt: skip
     assert got[0].values[3] == {  # type: ignore[union-attr]
         "bbox": [[3.5, 4.25, 60.0, 39.5], [70.0, 5.0, 80.0, 35.0], [0.0, 30.0, 9.0, 48.0]],
@@ -98,6 +98,16 @@ def test_datumaros_kitti_export_is_a_split_per_subset_folder(tmp_path: Path) -> 
     write_kitti(root / "val", [("frame_2", 32, 24, [])])
     assert [(f.split, Path(f.path).parent.name) for f in discover([root])] == [("default", "default"), ("val", "val")]
     assert shardkit.build([root], tmp_path / "out", workers=1, progress=False).records == 2
+
+
+def test_split_folders_of_other_names_in_one_root_keep_their_names(tmp_path: Path) -> None:
+    """``training`` and ``training_old`` side by side were both ``train``, merged with their ids
+    repeating; a folder of another name given alone is still ``train``."""
+    root = tmp_path / "kitti"
+    write_kitti(root / "training", [("000000", 32, 24, [])])
+    write_kitti(root / "training_old", [("000000", 32, 24, [])])
+    assert [f.split for f in discover([root])] == ["train", "training_old"]
+    assert [f.split for f in discover([root / "training_old"])] == ["train"]
 
 
 @pytest.mark.parametrize(

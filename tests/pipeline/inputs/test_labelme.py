@@ -67,7 +67,7 @@ def test_a_folder_is_told_by_its_layout_and_is_one_split(folder: Path, tmp_path:
 def test_rows_are_the_files_in_name_order(folder: Path) -> None:
     [index] = discover([folder])
     rows = [r for r in index.rows() if isinstance(r, Row)]
-    assert [(r.line, r.values[0], r.values[2]) for r in rows] == [(1, "a.jpg", "a"), (2, "b.jpg", "b"), (3, "c.jpg", "c")]
+    assert [(r.line, r.values[0], r.values[2]) for r in rows] == [(0, "a.jpg", "a"), (0, "b.jpg", "b"), (0, "c.jpg", "c")]
     assert rows[0].values[3]["bbox"][0] == [10.0, 5.5, 40.5, 30.25]  # the corners in either order
     assert rows[1].values[3] == {"size": [80, 60], "bbox": [], "text": [], "ref": [], "segmentation": []}
     assert rows[2].values[3]["text"] == ["leaf", "wheel"]  # two leaf parts of one group: one object

@@ -77,7 +77,7 @@ def test_a_coco_file_name_outside_the_dataset_is_refused_and_the_flag_allows_it(
         (tmp_path / "data" / "coco" / "val2017" / "000000000009.jpg").symlink_to(secret)
     else:
         annotations = coco_naming(tmp_path, str(secret) if how == "absolute" else "../../../elsewhere/private.jpg")  # from coco/val2017/
-    line = refused(tmp_path, [str(annotations)], secret, f"{annotations.name}:2:", str(secret), FLAG)
+    line = refused(tmp_path, [str(annotations)], secret, f"{annotations.name}: ", str(secret), FLAG)
     assert line.endswith(f"is outside the dataset's root {tmp_path / 'data' / 'coco'}: refused (pass {FLAG} to read it)")
 
     shardkit.build([annotations], tmp_path / "out", workers=1, progress=False, allow_outside_root=True)
@@ -89,7 +89,7 @@ def test_a_refused_entry_is_skipped_and_listed_with_on_error_skip(tmp_path: Path
     result = shardkit.build([annotations], tmp_path / "out", workers=1, progress=False, on_error="skip")
     assert result.skipped == 1 and result.records == 2
     (listed,) = [json.loads(line) for line in (tmp_path / "out" / "errors.jsonl").read_text().splitlines()]
-    assert listed["line"] == 2 and FLAG in listed["reason"]
+    assert listed["line"] == 0 and FLAG in listed["reason"]  # an image is no line of a COCO file
     assert not leaked(tmp_path / "out", secret)
 
 
@@ -193,7 +193,7 @@ def test_an_http_url_is_refused_in_index_and_annotation_files_unless_its_scheme_
         line = refused(tmp_path, [str(index)], secret, "train.txt:1:", url, "--allow-scheme http")
         assert "http:// URLs are not read unless allowed" in line
         annotations = coco_naming(tmp_path, url)
-        refused(tmp_path, [str(annotations)], secret, f"{annotations.name}:2:", url, "--allow-scheme http")
+        refused(tmp_path, [str(annotations)], secret, f"{annotations.name}: ", url, "--allow-scheme http")
         # Allowed in the user's own index file, by scheme; in an annotation file, it is outside the dataset too.
         shardkit.build([index], tmp_path / "out", workers=1, progress=False, allow_schemes=["http"])
         assert leaked(tmp_path / "out", secret)
@@ -243,7 +243,7 @@ def test_a_preview_reads_only_what_the_build_may_read(tmp_path: Path, secret: Pa
     before = digests(tmp_path / "data", secret)
     picture = tmp_path / "look.png"
     line = one_line_error(run_cli(["preview", annotations, "-o", picture], tmp_path))
-    assert f"{annotations.name}:2:" in line and str(secret) in line and FLAG in line
+    assert f"{annotations.name}: " in line and str(secret) in line and FLAG in line
     assert not picture.exists()
     allowed = run_cli(["preview", annotations, "-o", picture, FLAG], tmp_path)
     assert allowed.returncode == 0, allowed.stderr

@@ -94,7 +94,7 @@ def test_a_folder_with_no_image_sets_is_all_train_in_name_order(tmp_path: Path) 
     [index] = discover([root])
     assert (index.split, index.path) == ("train", str(root / "Annotations"))
     got = [r for r in index.rows() if isinstance(r, Row)]
-    assert [(r.line, r.values[0], r.values[2]) for r in got] == [(1, "a.jpg", "a"), (2, "b.jpg", "b"), (3, "c.jpg", "c")]
+    assert [(r.line, r.values[0], r.values[2]) for r in got] == [(0, "a.jpg", "a"), (0, "b.jpg", "b"), (0, "c.jpg", "c")]
     assert got[2].values[3] == {"size": [32, 24], "bbox": [[3.0, 4.0, 5.0, 6.0]], "text": ["cat"], "difficult": [0], "truncated": [0]}
     assert VOC.folder_of(str(root / "Annotations")) == str(root / "JPEGImages")
 

@@ -17,7 +17,8 @@ then the annotations, each into a bucket by its image's position (a run of conse
 bucket), spilled to a temporary file without a name, which nothing outlives; each bucket is then
 grouped alone. Memory is one bucket and a map from image ids to positions, whatever the file's size.
 
-A row's line is its image's position in ``images`` (1-based). An image whose annotations cannot
+A row has no line (0: a position in ``images`` is no line of the file; its key, the image's
+name, is what messages name). An image whose annotations cannot
 become its objects (a category that is no category, a bbox that is not one) is an entry error
 named by that place (``images[11] (x.jpg)``: a position is no line of the file); an annotation
 that names no image is one of its own. A file that is not valid JSON (cut short, say) stops the
@@ -137,7 +138,7 @@ def _rows(source: str, categories: dict[int, tuple[str, int]], images: IO[bytes]
             if isinstance(found, str):  # named by its place in images: a position is no line of the file
                 yield EntryError(source, 0, f"images[{position - 1}]{f' ({name})' if type(name) is str and name else ''}: {found}")
             else:
-                yield detection_row(source, position, name, name, str(image_id), found, name)
+                yield detection_row(source, 0, name, name, str(image_id), found, name)  # 0: no line of its own
         del anns  # before the next bucket is loaded, not after
 
 

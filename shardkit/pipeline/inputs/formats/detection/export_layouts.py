@@ -27,19 +27,22 @@ from shardkit.storage import location
 TASK_PREFIX = re.compile(r"^(instances|person_keypoints|captions|panoptic)_", re.IGNORECASE)
 _YEAR = re.compile(r"\d{4}$")
 ROBOFLOW = "_annotations.coco.json"  # in each split's folder, beside its images
-_NAMELESS = ("_annotations.coco", "_annotations", "annotations", "labels")  # file names that tell no split
 ANNOTATIONS, IMAGES = "annotations", "images"
 FIFTYONE, FIFTYONE_IMAGES = "labels.json", "data"  # FiftyOne's COCODetectionDataset: labels.json beside data/
 _FILE_NAME = re.compile(rb'"file_name"\s*:\s*("(?:[^"\\]|\\.){0,4096}")')  # bounded: a name of megabytes is no folder's
 _PEEK = 1 << 20  # where the first image's file_name is looked for
+_INDEX_SUFFIXES = (".txt", ".csv", ".tsv", ".jsonl", ".parquet")  # the index files a folder of them holds
 
 
 def split_name(path: str) -> str:
     """``instances_val2017.json`` -> ``val``; ``train.json`` -> ``train``; Roboflow's
-    ``valid/_annotations.coco.json`` -> ``valid``, its folder's name."""
+    ``valid/_annotations.coco.json`` -> ``valid``, its folder's name, as FiftyOne's
+    ``train/labels.json`` beside ``train/data/`` -> ``train``. Any other file's name tells its
+    split, ``annotations.json`` being ``annotations`` (as ever: a folder's name may be no split's)."""
     base = os.path.splitext(os.path.basename(path))[0]
-    if base.lower() in _NAMELESS:
-        return os.path.basename(location.dirname(location.absolute(path))) or base
+    folder = location.dirname(location.absolute(path))
+    if os.path.basename(path) == ROBOFLOW or (os.path.basename(path) == FIFTYONE and _fiftyone(folder)):
+        return os.path.basename(folder) or base  # these exports put a split in a folder: the file's name tells none
     stem = TASK_PREFIX.sub("", base)
     return _YEAR.sub("", stem) or stem
 
@@ -51,7 +54,7 @@ def image_folder(path: str) -> str:
     ``annotations/`` (CVAT's task export); else the file's own folder. The folder above it where
     the file names already begin with its name and it holds no folder of that name."""
     folder = location.dirname(location.absolute(path))
-    if os.path.basename(path) == FIFTYONE and not location.is_url(folder) and os.path.isdir(os.path.join(folder, FIFTYONE_IMAGES)):
+    if os.path.basename(path) == FIFTYONE and _fiftyone(folder):
         return os.path.join(folder, FIFTYONE_IMAGES)
     base = os.path.splitext(os.path.basename(path))[0]
     stem = TASK_PREFIX.sub("", base)
@@ -78,14 +81,23 @@ def _flat_images(path: str, folder: str) -> str | None:
     return os.path.dirname(images) if first.startswith(IMAGES + "/") else images
 
 
+def _fiftyone(folder: str) -> bool:
+    """Whether ``folder``, holding a ``labels.json``, is FiftyOne's export: its images in ``data/``."""
+    return not location.is_url(folder) and os.path.isdir(os.path.join(folder, FIFTYONE_IMAGES))
+
+
 def coco_files(root: str) -> list[str]:
     """The annotation files an export folder ``root`` would hold, where they are files: each
     subfolder's ``_annotations.coco.json`` (Roboflow's) or ``labels.json`` beside its ``data/``
     (FiftyOne's), the folder's own such ``labels.json``, then ``annotations/instances_*.json`` (the
-    standard layout, datumaro's); local folders only. Whether each is COCO is the caller's."""
+    standard layout, datumaro's); local folders only, and none where the folder holds index files
+    of its own, which it is read as. Whether each is COCO is the caller's."""
     try:
         with os.scandir(root) as entries:
-            folders = sorted(e.name for e in entries if e.is_dir())
+            found_entries = [(e.name, e.is_dir()) for e in entries]
+        folders = sorted(name for name, is_dir in found_entries if is_dir)
+        if any(not is_dir and _an_index(name) for name, is_dir in found_entries):
+            return []  # the folder's own index files say what it holds (Ultralytics' coco/ has train2017.txt)
         listed = sorted(os.listdir(os.path.join(root, ANNOTATIONS))) if ANNOTATIONS in folders else []
     except OSError:
         return []
@@ -106,3 +118,9 @@ def _first_file_name(path: str) -> str | None:
     except (OSError, ValueError):
         return None
     return name if isinstance(name, str) else None
+
+
+def _an_index(name: str) -> bool:
+    """Whether a file at an export folder's top is an index file the folder is read by, not an
+    export's note (Roboflow's ``README.dataset.txt``, ``README.roboflow.txt``)."""
+    return name.lower().endswith(_INDEX_SUFFIXES) and not name.upper().startswith("README")

@@ -3,8 +3,9 @@ benchmark (``training/``, ``testing/``) and datumaro's ``kitti`` export (``<subs
 
 Told by that layout: a folder holding ``label_2/`` and ``image_2/`` is one split (``training`` ->
 ``train``, ``testing`` -> ``test``, another known split name as it is, any other name ``train``);
-a folder holding such folders (the KITTI root) is one split each. A split's source is its
-``label_2`` folder. Every image in ``image_2`` is a row, numbered in name order, with the objects
+a folder holding such folders (the KITTI root) is one split each, one of another name named as it
+is. A split's source is its ``label_2`` folder. Every image in ``image_2`` is a row (with no line:
+a folder has none; messages name the image), in name order, with the objects
 of its label file (none where it has no file, or an empty one: a negative example, kept); a label
 file with no image is an entry error of its own, never left behind in silence.
 
@@ -51,7 +52,7 @@ class Kitti(DetectionFormat):
     def folder_splits(self, root: str) -> list[tuple[str, Piece]]:
         if _is_split(root):
             return [(split_of(root), Piece(os.path.join(root, LABELS)))]
-        return [(split_of(folder), Piece(os.path.join(folder, LABELS))) for folder in _splits_in(root)]
+        return [(split_of(folder, alone=False), Piece(os.path.join(folder, LABELS))) for folder in _splits_in(root)]
 
     def folder_of(self, path: str) -> str:
         """``image_2`` beside the split's ``label_2``."""
@@ -67,26 +68,28 @@ class Kitti(DetectionFormat):
                 yield EntryError(os.path.join(source, name), 0, f"no image {os.path.splitext(name)[0]}.* in {self.folder_of(source)}")
         rule = Boundary() if piece.confined else None
         texts = set(labels)
-        for line, name in enumerate(images, start=1):
+        for name in images:
             stem = os.path.splitext(name)[0]
             label = os.path.join(source, f"{stem}.txt")
             refused = rule.outside(label, source) if rule is not None and f"{stem}.txt" in texts else None
             if refused is not None:
-                yield EntryError(source, line, f"{name}: label file {refused}")
+                yield EntryError(source, 0, f"{name}: label file {refused}")
                 continue
             try:
                 found = objects(label) if f"{stem}.txt" in texts else objects(None)
             except EntryError as exc:
                 yield exc
                 continue
-            yield detection_row(source, line, name, name, stem, found, name)
+            yield detection_row(source, 0, name, name, stem, found, name)  # 0: a folder has no lines
 
 
-def split_of(folder: str) -> str:
+def split_of(folder: str, alone: bool = True) -> str:
     """The split a KITTI split folder is: ``training`` -> ``train``, ``testing`` -> ``test``, a known
-    split's name as it is, else ``train``."""
-    name = os.path.basename(os.path.normpath(folder)).lower()
-    return _SPLITS.get(name, name if name in _KNOWN else "train")
+    split's name as it is; any other name ``train`` where the folder is the input (``alone``), else
+    its own name (``training_old`` beside ``training`` is no second ``train``)."""
+    name = os.path.basename(os.path.normpath(folder))
+    known = _SPLITS.get(name.lower(), name.lower() if name.lower() in _KNOWN else None)
+    return known or ("train" if alone else name)
 
 
 def _is_split(folder: str) -> bool:

@@ -5,8 +5,8 @@
 A folder is LabelMe's where one of its first JSON files (in name order) is a LabelMe file, told
 from its first bytes; it is one split, ``train``, unless its subfolders ``train/``, ``val/``,
 ``valid/`` or ``test/`` hold LabelMe files: then each of those is a split (JSON files beside them
-as well is one line). Each JSON file directly in a split's folder is one row, numbered in name
-order (the folder is the rows' source, as VOC's ``Annotations``); a JSON file in it that is not
+as well is one line). Each JSON file directly in a split's folder is one row, in name order, with
+no line (the folder is the rows' source, as VOC's ``Annotations``, and has no lines); a JSON file in it that is not
 LabelMe's, or does not parse, is an entry error naming that file.
 
 The image is ``imagePath`` (a Windows ``\\`` is a ``/``) against the JSON's folder (or
@@ -144,7 +144,7 @@ def _row(folder: str, line: int, path: str) -> Row:
     found = objects(path, data)
     name = image.rpartition("/")[2]
     key = f"{os.path.basename(folder)}/{os.path.basename(path)}"  # the annotation file: one a row
-    return detection_row(folder, line, image, name, os.path.splitext(name)[0], found, key)
+    return detection_row(folder, 0, image, name, os.path.splitext(name)[0], found, key)  # 0: a folder has no lines
 
 
 class _NotFinite(ValueError):

@@ -1,7 +1,8 @@
 """Label Studio's JSON export (Export > JSON): a top-level array of tasks, each with its ``data``
 (the image), its ``annotations`` (each a ``result`` list of regions) and ``predictions``.
 
-One row per task, numbered by its position in the array (1-based). Its objects are one annotation:
+One row per task, in the array's order, with no line (a task is no line of the file; messages name
+it ``tasks[i]``). Its objects are one annotation:
 of those not cancelled (``was_cancelled``, or the older ``skipped``), the one marked
 ``ground_truth``, else the most recently created (as Label Studio's own converter orders them), the
 last listed where ``created_at`` ties. ``predictions`` are a model's output, never ground truth:
@@ -120,7 +121,7 @@ def _row(source: str, position: int, task: Any) -> Row:
     found = _objects(source, where, [] if annotation is None else annotation.get("result"))
     name = posixpath.basename(image.split("://", 1)[-1]) or image
     source_id = str(task_id) if type(task_id) in (int, str) else os.path.splitext(name)[0]
-    return detection_row(source, position, image, name, source_id, found, raw)
+    return detection_row(source, 0, image, name, source_id, found, raw)  # 0: a task has no line of its own
 
 
 def _image(data: Any) -> str:

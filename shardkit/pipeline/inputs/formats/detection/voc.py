@@ -93,10 +93,10 @@ def _root(path: str) -> str:
 
 
 def _ids(source: str) -> Iterator[tuple[int, str]]:
-    """(line, image id) of each image a split file lists, or of each XML in ``Annotations``."""
+    """(line, image id) of each image a split file lists, or (0, id) of each XML in ``Annotations``."""
     if os.path.isdir(source):
         names = sorted(n for n in os.listdir(source) if n.lower().endswith(".xml"))
-        yield from ((line, os.path.splitext(n)[0]) for line, n in enumerate(names, start=1))
+        yield from ((0, os.path.splitext(n)[0]) for n in names)  # 0: a folder has no lines; the XML names itself
         return
     try:
         with open(source, encoding="utf-8-sig") as f:
