@@ -123,3 +123,33 @@ def test_an_image_whose_name_is_not_utf8_in_a_split_folder_is_one_line_naming_it
         "caf\\xe9.jpg is not UTF-8 text (a file name's bytes, most often): rename the file"
     )
     assert digests(root) == before
+
+
+def test_a_fifo_where_a_listed_images_label_file_would_be_is_not_waited_on(tmp_path: Path) -> None:
+    """Before: the look for YOLO labels beside a plain list's images opened the FIFO ``a.txt``
+    and waited for a writer forever. It is no label file: the list builds as images."""
+    root = tmp_path / "set"
+    root.mkdir()
+    photo(root / "a.jpg", 16, 12, 0)
+    os.mkfifo(root / "a.txt")
+    (root / "list.txt").write_text("a.jpg\n")
+    built = run_cli(["build", root / "list.txt", "-o", tmp_path / "out", "-w", "1"], tmp_path, timeout=60)
+    assert built.returncode == 0 and "list 1 record in 1 shard" in built.stdout, built.stderr
+
+
+def test_a_label_file_that_is_a_fifo_or_has_a_line_past_the_bound_is_an_entry_error_naming_it(tmp_path: Path) -> None:
+    """Before: the FIFO ``labels/train/a.txt`` was waited on forever, and a label file was read
+    whole by lines of any length. Each is an entry error naming the file (and line)."""
+    root = tmp_path / "set"
+    data = _dataset(root, "images/train/a.jpg\nimages/train/b.jfif\n")
+    os.mkfifo(root / "labels" / "train" / "a.txt")
+    (root / "labels" / "train" / "b.txt").write_text("1 0.5 0.5 0.5 0.5\n0" + " 0.5" * 20000 + "\n")  # a line of 80,000 characters
+    before = digests(root)
+    failed = run_cli(["build", data, "-o", tmp_path / "out", "-w", "1", "--on-error", "skip"], tmp_path, timeout=60)
+    assert failed.returncode == 0, failed.stderr
+    listed = [json.loads(line) for line in (tmp_path / "out" / "errors.jsonl").read_text().splitlines()]
+    assert [(e["source"], e["line"], e["reason"]) for e in listed] == [
+        (f"{root}/labels/train/a.txt", 0, "not a regular file: a label file is a .txt of lines"),
+        (f"{root}/labels/train/b.txt", 2, "longer than 65536 characters: no YOLO label line"),
+    ]
+    assert digests(root) == before

@@ -272,3 +272,61 @@ def test_an_unshuffled_build_covers_its_dataset_file_once_not_once_an_image(data
     result = shardkit.build([dataset], tmp_path / "out", workers=1, progress=False, shuffle=False)
     assert result.manifest is not None
     assert [shard.covers for shard in result.manifest.splits["train"].shards] == [((str(dataset), 0, 0),)]
+
+
+def _labelimg_with_lists(root: Path, labels: dict[str, str]) -> Path:
+    """``images/im0..3.jpg``, ``labels/im0..3.<suffix>`` (``labels``: suffix -> what each holds),
+    ``classes.txt`` and the lists ``train.txt`` (im0, im1) and ``val.txt`` (im2, im3) the user
+    wrote, as ``images/im0.jpg`` lines."""
+    (root / "images").mkdir(parents=True)
+    (root / "labels").mkdir()
+    for k in range(4):
+        photo(root / "images" / f"im{k}.jpg", 32, 24, k)
+        for suffix, content in labels.items():
+            if suffix == ".png":
+                photo(root / "labels" / f"im{k}.png", 32, 24, 9)  # a segmentation set's mask
+            else:
+                (root / "labels" / f"im{k}{suffix}").write_text(content)
+    (root / "classes.txt").write_text("car\nperson\n")
+    (root / "train.txt").write_text("images/im0.jpg\nimages/im1.jpg\n")
+    (root / "val.txt").write_text("images/im2.jpg\nimages/im3.jpg\n")
+    return root
+
+
+def test_a_classes_txt_folder_holding_image_lists_of_its_own_is_one_line_naming_them(tmp_path: Path) -> None:
+    """Before: built as ``train 4 records``, the images ``val.txt`` lists put in train, unsaid. The
+    lists the user wrote are never passed over; the line says how to build them, and it works."""
+    root = _labelimg_with_lists(tmp_path / "ds", {".txt": "0 0.500000 0.500000 0.250000 0.500000\n"})
+    told = (
+        f"{root}: a YOLO folder (classes.txt, images/, labels/) that also holds train.txt, val.txt: which to build is unclear: "
+        "to build the image lists with their labels, write a data.yaml beside them (train: train.txt, val: val.txt, "
+        "names: the lines of classes.txt) and build it; to build all of images/ as one split, move train.txt, val.txt out"
+    )
+    for given in (root, root / "classes.txt"):
+        with pytest.raises(ShardkitError) as refused:
+            shardkit.build([given], tmp_path / "out", workers=1, progress=False)
+        assert str(refused.value) == told
+    (root / "data.yaml").write_text("train: train.txt\nval: val.txt\nnames: [car, person]\n")  # as the line says
+    result = shardkit.build([root], tmp_path / "out", workers=1, progress=False)
+    assert result.manifest is not None and {s: m.records for s, m in result.manifest.splits.items()} == {"train": 2, "val": 2}
+    (root / "data.yaml").unlink()
+    for name in ("train.txt", "val.txt"):  # moved out: the folder is one split; Roboflow's README is no index
+        (root / name).rename(tmp_path / name)
+    (root / "README.roboflow.txt").write_text("This dataset was exported via roboflow.com\n")
+    assert shardkit.build([root], tmp_path / "whole", workers=1, progress=False).records == 4
+
+
+@pytest.mark.parametrize("labels", [{".png": ""}, {".txt": "a red car on a road\n"}])
+def test_a_folder_whose_labels_are_no_yolo_labels_is_not_a_yolo_dataset(tmp_path: Path, labels: dict[str, str]) -> None:
+    """A semantic segmentation set (``labels/*.png`` masks, two-column lists), or captions in
+    ``labels/*.txt``. Before: claimed as YOLO because ``labels/`` exists, built as detection with
+    no object at all."""
+    root = _labelimg_with_lists(tmp_path / "seg", labels)
+    for name in ("train.txt", "val.txt"):
+        (root / name).write_text("".join(f"images/im{k}.jpg labels/im{k}.png\n" for k in ((0, 1) if name == "train.txt" else (2, 3))))
+    assert registry.layout_format(str(root)) is None
+    assert registry.file_format(str(root / "classes.txt")) is registry.named("txt")
+    if ".png" not in labels:
+        return
+    result = shardkit.build([root], tmp_path / "out", ignore=["classes.txt"], workers=1, progress=False)
+    assert result.records == 4 and result.manifest is not None and set(result.manifest.splits) == {"train", "val"}

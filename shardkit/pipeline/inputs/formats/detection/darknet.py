@@ -14,7 +14,8 @@ as ``val = data/val.txt``: renaming ``valid`` would merge two). A split whose li
 is left out with a warning (Darknet's own ``coco.data`` says ``valid = coco_testdev``); none at
 all is one line. ``classes``, where given, must count ``obj.names``. A label line is ``class cx
 cy w h``, normalized (or a YOLO-seg polygon, whose extent is the box); an image with no label
-file has no objects. Rows are as in ``detection.yolo``: the source ``obj.data`` at line 0, a bad
+file has no objects; a label file that is no regular file (a FIFO) or has a line past 64 KiB, a
+bad label naming it. Rows are as in ``detection.yolo``: the source ``obj.data`` at line 0, a bad
 list entry naming the list and its line, a bad label its file and line.
 
 ``unread_labels``: whether a plain image list would leave such labels unread.
@@ -27,6 +28,7 @@ import math
 import os
 import posixpath
 import re
+import stat
 import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -44,6 +46,9 @@ _KEY = re.compile(r"^([A-Za-z_]\w*)\s*=\s*(.*)$")
 _COMMENT = re.compile(r"\s+#.*$")  # "valid = valid.txt # optional", as CVAT's page shows it
 _PREFIX = "data/"
 SAMPLE = 8  # the images of a plain list looked at for labels beside them
+_HEAD = 4096  # what a probe reads of a label file: its first line
+_LINE_CHARS = 1 << 16  # a label line's bound: a YOLO-seg polygon of a thousand points is about 20,000 characters
+_READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)  # O_NONBLOCK: a FIFO opens, not waited on
 
 
 @dataclasses.dataclass(frozen=True)
@@ -204,7 +209,7 @@ def unread_labels(list_file: str, images: Sequence[tuple[int, str]]) -> str | No
                 return f"{list_file}: the {split} image list of {data}; a list alone leaves its labels out: build {data} to read them"
     for line, image in images[:SAMPLE]:
         for labels in _label_files(image):
-            if _yolo_lines(labels):
+            if yolo_lines(labels):
                 return (
                     f"{list_file}:{line}: {image} has YOLO labels ({labels}), which an image list leaves out: build the dataset "
                     "(its obj.data or data.yaml: a data.yaml naming this list as train: and the names reads them), "
@@ -222,18 +227,42 @@ def _label_files(image: str) -> list[str]:
     return [p for p in dict.fromkeys((beside, parallel)) if p != image]
 
 
-def _yolo_lines(path: str) -> bool:
+def yolo_lines(path: str) -> bool | None:
     """Whether the file ``path`` starts with a YOLO label line (a class index and 4, or an even 6
-    or more, numbers in [0, 1]); an empty one says nothing."""
+    or more, numbers in [0, 1]); None where it says nothing: empty, absent, or not a regular file
+    (a FIFO is never waited on). Its first 4 KiB are read: a sample, not the file."""
     try:
-        with open(path, "rb") as f:
-            head = f.read(4096).decode("utf-8", "replace")
-    except OSError:
-        return False
+        fd = _open_regular(path)
+        try:
+            head = os.read(fd, _HEAD).decode("utf-8", "replace")
+        finally:
+            os.close(fd)
+    except (OSError, _NotRegular):
+        return None
     words = next((line.split() for line in head.splitlines() if line.strip()), [])
+    if not words:
+        return None
     if len(words) < 5 or (len(words) > 5 and len(words) % 2 == 0) or not words[0].isdigit():
         return False
     return all(_is_number(w) and 0.0 <= float(w) <= 1.0 for w in words[1:])
+
+
+class _NotRegular(Exception):
+    """A path that is there but is no regular file (a FIFO, a device, a folder)."""
+
+
+def _open_regular(path: str) -> int:
+    """A read descriptor of the regular file ``path``; ``_NotRegular`` where it is another kind.
+    Opened without waiting (a FIFO's open would block until a writer comes), then told by
+    ``fstat``: no window between the look and the read."""
+    fd = os.open(path, _READ)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _NotRegular(path)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def class_list(path: str) -> list[str]:
@@ -287,14 +316,7 @@ def objects(labels: str, classes: list[str], shown: str) -> dict[str, Any]:
     boxes: list[list[float]] = []
     found: list[int] = []
     refs: list[str] = []
-    try:
-        with open(labels, encoding="utf-8-sig") as f:
-            lines = list(f)
-    except FileNotFoundError:
-        lines = []
-    except (OSError, UnicodeDecodeError) as exc:
-        raise EntryError(labels, 0, f"cannot read: {getattr(exc, 'strerror', None) or exc}") from None
-    for number, text in enumerate(lines, start=1):
+    for number, text in enumerate(_label_lines(labels), start=1):
         words = text.split()
         if not words:
             continue
@@ -318,6 +340,38 @@ def objects(labels: str, classes: list[str], shown: str) -> dict[str, Any]:
         "label": [i + 1 for i in found],
         "ref": refs,
     }
+
+
+def _label_lines(labels: str) -> list[str]:
+    """The lines of a label file, each at most ``_LINE_CHARS`` long; none where it is absent. One
+    that is not a regular file (a FIFO would be waited on forever) or has a line past the bound is
+    an ``EntryError`` naming it. A file shorter than the bound (every label file but a hostile
+    one) is one read through the descriptor, faster than a file object's lines; a longer one is
+    read a line at a time."""
+    try:
+        fd = _open_regular(labels)
+    except FileNotFoundError:
+        return []
+    except _NotRegular:
+        raise EntryError(labels, 0, "not a regular file: a label file is a .txt of lines") from None
+    except OSError as exc:
+        raise EntryError(labels, 0, f"cannot read: {exc.strerror or exc}") from None
+    try:
+        head = os.read(fd, _LINE_CHARS)
+        if len(head) < _LINE_CHARS and not os.read(fd, 1):  # the whole file: no line of it is past the bound
+            return head.decode("utf-8-sig").replace("\r\n", "\n").replace("\r", "\n").split("\n")  # as text mode reads lines
+        os.lseek(fd, 0, os.SEEK_SET)
+        lines: list[str] = []
+        with open(fd, encoding="utf-8-sig", closefd=False) as f:
+            while line := f.readline(_LINE_CHARS + 1):
+                if len(line) > _LINE_CHARS:
+                    raise EntryError(labels, len(lines) + 1, f"longer than {_LINE_CHARS} characters: no YOLO label line")
+                lines.append(line)
+        return lines
+    except (OSError, UnicodeDecodeError) as exc:
+        raise EntryError(labels, 0, f"cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    finally:
+        os.close(fd)
 
 
 def _box(values: list[float], labels: str, number: int) -> list[float]:

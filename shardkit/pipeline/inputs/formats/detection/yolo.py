@@ -3,38 +3,39 @@ naming its splits and classes, or a ``classes.txt``, the labels in the parallel 
 One file, several splits: ``file_splits``. (Darknet's ``obj.data``: ``detection.darknet``.)
 
 ``data.yaml`` has ``path`` (the root, optional: else the file's folder), ``train``, ``val`` and
-``test``, each a folder of images (walked down), a ``.txt`` list of image paths, or a list of
-those, relative to the root (a ``../`` that leads nowhere is dropped, as Ultralytics does for
-Roboflow's exports), and ``names``: a list, or a mapping ``{0: person, ...}`` (keys may be
-strings of integers, as Ultralytics reads them; ``nc`` alone gives ``class0``, ...). A split it
-names that is not there (Roboflow's ``test: ../test/images`` with no test set) is left out with a
-warning, as Ultralytics accepts it. A ``data.yaml`` naming no split (supervision's ``as_yolo``
-writes ``nc`` and ``names`` alone) has the splits of the folders beside it: Roboflow's
-``<split>/images``, else ``images/<split>``, else ``images/`` itself as ``train``, each named as
-its folder is (``valid`` stays ``valid``). A folder with ``images/``, ``labels/`` and a ``classes.txt``
-(a class a line, as LabelImg writes it, beside them or in ``labels/``) is such a dataset too,
-named by it. A folder holding either is read the same (``shardkit build DATASET``); a
-``classes.txt`` given alone is one line saying to give its folder. A folder's images are told by
-suffix; each line of a list is meant as an image: one with no image suffix is told by content,
-and one that is missing or no image is an ``EntryError`` naming the list and its line.
+``test``, each a folder of images (walked down), a ``.txt`` list of image paths, or a list of those,
+relative to the root (a ``../`` that leads nowhere is dropped, as Ultralytics does for Roboflow's
+exports), and ``names``: a list, or a mapping ``{0: person, ...}`` (keys may be strings of integers,
+as Ultralytics reads them; ``nc`` alone gives ``class0``, ...). A split it names that is not there
+(Roboflow's ``test: ../test/images`` with no test set) is left out with a warning, as Ultralytics
+accepts it. A ``data.yaml`` naming no split (supervision's ``as_yolo`` writes ``nc`` and ``names``
+alone) has the splits of the folders beside it: Roboflow's ``<split>/images``, else
+``images/<split>``, else ``images/`` itself as ``train``, each named as its folder is (``valid``
+stays ``valid``). A folder with ``images/``, ``labels/`` of YOLO label files (a sample is looked at:
+masks are no YOLO labels) and a ``classes.txt`` (a class a line, as LabelImg writes it, beside them
+or in ``labels/``) is such a dataset too, named by it; where it also holds index files of its own
+(``train.txt``), which to build is one line asking. A folder holding either is read the same
+(``shardkit build DATASET``); a ``classes.txt`` given alone is one line saying to give its folder. A
+folder's images are told by suffix; each line of a list is meant as an image: one with no image
+suffix is told by content, and one that is missing or no image is an ``EntryError`` naming the list
+and its line.
 
-An image's labels are the ``.txt`` file at its path with the last ``images`` folder made
-``labels`` (``images/train/a.jpg`` -> ``labels/train/a.txt``), as Ultralytics finds them: a line
-``class cx cy w h``, normalized to the image's size, or a YOLO-seg line ``class x1 y1 x2 y2 ...``
-whose box is its polygon's extent. A polygon stays out of the objects: its pixels need the
-image's size, which no annotation here states, so masks cannot be drawn from YOLO labels. An
-image with no label file, or an empty one, has no objects. YOLO's class ``i`` is label ``i + 1``,
-named ``names[i]``: the label map. Pose datasets (``kpt_shape``) are refused. Images are named by
-absolute path (``--image-root`` has nothing to resolve); local datasets only. The root, the images
-and their labels stay inside the dataset file's folder (``storage.boundary``).
-
-A row's source is the dataset file and its line 0: an image has no line of it (a bad list entry
-names the list and its line, a bad label the label file and its line, an object its label line).
+An image's labels are the ``.txt`` file at its path with the last ``images`` folder made ``labels``
+(``images/train/a.jpg`` -> ``labels/train/a.txt``), as Ultralytics finds them: a line ``class cx cy
+w h``, normalized to the image's size, or a YOLO-seg line ``class x1 y1 x2 y2 ...`` whose box is its
+polygon's extent (the polygon is not kept: its pixels need the image's size, which YOLO labels never
+state). An image with no label file, or an empty one, has no objects. YOLO's class ``i`` is label
+``i + 1``, named ``names[i]``: the label map. Pose datasets (``kpt_shape``) are refused. Images are
+named by absolute path (``--image-root`` has nothing to resolve); local datasets only. The root, the
+images and their labels stay inside the dataset file's folder (``storage.boundary``). A row's source
+is the dataset file and its line 0: an image has no line of it (a bad list entry names the list and
+its line, a bad label the label file and its line, an object its label line).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import re
 import warnings
@@ -45,9 +46,11 @@ import yaml
 
 from shardkit.errors import EntryError, ShardkitError, ShardkitWarning
 from shardkit.formats.image_headers import IMAGE_SUFFIXES
+from shardkit.pipeline.inputs.formats import delimited, jsonl, parquet, txt, unread
+from shardkit.pipeline.inputs.formats.detection import coco, cvat, labelstudio
 from shardkit.pipeline.inputs.formats.detection.annotations import DetectionFormat, detection_row
-from shardkit.pipeline.inputs.formats.detection.darknet import class_list, list_lines, not_an_image, objects
-from shardkit.pipeline.inputs.formats.input_format import Piece, Row
+from shardkit.pipeline.inputs.formats.detection.darknet import DARKNET, SAMPLE, class_list, list_lines, not_an_image, objects, yolo_lines
+from shardkit.pipeline.inputs.formats.input_format import InputFormat, Piece, Row
 from shardkit.storage.boundary import Boundary
 
 SPLITS = ("train", "val", "test")
@@ -56,14 +59,19 @@ _YAML = (".yaml", ".yml")
 _PEEK = 1 << 20  # a dataset YAML is small: a larger one is no dataset's
 _DATA_YAML = ("data.yaml", "data.yml")
 CLASSES_TXT = "classes.txt"
+_LABEL = ".txt"  # a YOLO label file's suffix
+# What reads the index and annotation files a classes.txt folder may hold; names that are no one's index.
+_READERS: tuple[InputFormat, ...] = (txt.TXT, delimited.CSV, delimited.TSV, jsonl.JSONL, parquet.PARQUET, DARKNET, coco.COCO)
+_READERS += (labelstudio.LABEL_STUDIO, cvat.CVAT, unread.UNREAD)
+_NOT_INDEXES = (CLASSES_TXT, "readme", "license")
+_LABELS_PEEK = 64  # the entries of a labels folder looked at to tell YOLO labels from masks
 _TOP_KEYS = re.compile(r"^(train|val|test|names|nc)\s*:", re.MULTILINE)  # a dataset's keys, in a YAML that does not parse
 
 
 @dataclasses.dataclass(frozen=True)
 class Dataset:
-    """A YOLO dataset as its file (``data.yaml``, ``classes.txt``) gives it: its class names, its
-    root, each split's entry (a folder or ``.txt`` list relative to the root, or a list of those)
-    and the splits the file names that are not there."""
+    """A YOLO dataset as its file (``data.yaml``, ``classes.txt``) gives it: its class names, root,
+    each split's entry (a folder or ``.txt`` list against the root, or a list of those), absent splits."""
 
     path: str
     names: list[str]
@@ -88,13 +96,16 @@ class Yolo(DetectionFormat):
     def folder_splits(self, root: str) -> list[tuple[str, Piece]]:
         found = _dataset_files(root)
         if not found:
-            return _pieces(dataset(_classes_file(root) or os.path.join(root, CLASSES_TXT)))
+            classes = _classes_file(root) or os.path.join(root, CLASSES_TXT)
+            _refuse_own_indexes(root, classes)
+            return _pieces(dataset(classes))
         if len(found) > 1 and not any(os.path.basename(p) == "data.yaml" for p in found):
             raise ShardkitError(f"{root}: several dataset YAMLs ({', '.join(map(os.path.basename, found))}): give the one to build")
         return self.file_splits(next((p for p in found if os.path.basename(p) == "data.yaml"), found[0]))
 
     def file_splits(self, path: str) -> list[tuple[str, Piece]]:
         if os.path.basename(path).lower() == CLASSES_TXT:
+            _refuse_own_indexes(_home(path), path)
             raise ShardkitError(
                 f"{path}: the class names of a YOLO dataset, not an image list: "
                 f"give the dataset's folder to read its images and labels (shardkit build {_classes_home(path)})"
@@ -167,10 +178,9 @@ def _dataset_yaml(path: str) -> bool:
 def _dataset_files(root: str) -> list[str]:
     """The dataset YAMLs directly in the folder ``root``."""
     try:
-        names = sorted(os.listdir(root))
+        return [path for path in (os.path.join(root, n) for n in sorted(os.listdir(root))) if _dataset_yaml(path)]
     except OSError:
         return []
-    return [path for path in (os.path.join(root, n) for n in names) if _dataset_yaml(path)]
 
 
 def dataset(path: str) -> Dataset:
@@ -217,31 +227,58 @@ def _classes_home(path: str) -> str | None:
     """The dataset folder a ``classes.txt`` belongs to (beside ``images/`` and ``labels/``, or in
     ``labels/``, as LabelImg saves it with the labels); None where no such folder is near."""
     folder = os.path.dirname(os.path.abspath(path))
-    for home in (folder, os.path.dirname(folder)) if os.path.basename(folder) == "labels" else (folder,):
-        if _labelled(home):
-            return home
-    return None
+    homes = (folder, os.path.dirname(folder)) if os.path.basename(folder) == "labels" else (folder,)
+    return next((home for home in homes if _labelled(home)), None)
 
 
 def _labelled(root: str) -> bool:
-    """Whether the folder ``root`` holds split folders of images with a ``labels`` folder beside one."""
+    """Whether the folder ``root`` holds split folders of images with a ``labels`` folder of YOLO labels beside one."""
     top = os.path.abspath(root)
-    return any(os.path.isdir(os.path.dirname(label_path(os.path.join(top, f, "x")))) for _, f in _folder_splits(top))
+    return any(_yolo_labels(os.path.dirname(label_path(os.path.join(top, f, "x")))) for _, f in _folder_splits(top))
+
+
+def _yolo_labels(folder: str) -> bool:
+    """Whether ``folder`` holds YOLO label files, from a sample of its entries: a picture among
+    them (a segmentation set's mask) or a ``.txt`` of other lines says no; one of YOLO lines, yes."""
+    try:
+        with os.scandir(folder) as entries:
+            names = [e.name for e in itertools.islice(entries, _LABELS_PEEK)]
+    except OSError:
+        return False
+    said = {yolo_lines(os.path.join(folder, n)) for n in [n for n in names if n.lower().endswith(_LABEL) and n != CLASSES_TXT][:SAMPLE]}
+    return True in said and False not in said and not any(os.path.splitext(n)[1].lower() in IMAGE_SUFFIXES for n in names)
+
+
+def _refuse_own_indexes(root: str, classes: str) -> None:
+    """One line where the ``classes.txt`` dataset folder ``root`` also holds files a format reads (``train.txt``; a
+    README is none): built whole, ``images/`` would be one split, those lists' splits lost; which to build is the user's."""
+    try:
+        names = sorted(os.listdir(root))
+    except OSError:
+        return
+    paths = [(n, os.path.join(root, n), os.path.splitext(n)[1].lower()) for n in names if not n.lower().startswith(_NOT_INDEXES)]
+    own = [n for n, p, x in paths if os.path.isfile(p) and any(x in f.suffixes or f.claims(p) for f in _READERS)]
+    if own:
+        named, files = os.path.relpath(classes, root), ", ".join(own)
+        key = {n: next((s for s in SPLITS if n.lower().startswith(s)), "train") for n in own if n.lower().endswith(txt.TXT.suffixes)}
+        keys = ", ".join(f"{k}: {n}" for n, k in key.items())
+        how = f"the image lists with their labels, write a data.yaml beside them ({keys}, names: the lines of {named}) and build it"
+        raise ShardkitError(
+            f"{root}: a YOLO folder ({named}, images/, labels/) that also holds {files}: which to build is unclear: "
+            f"to build {how if keys else 'the files, give them'}; to build all of images/ as one split, move {files} out"
+        )
 
 
 def _classes_file(root: str) -> str | None:
     """The ``classes.txt`` of the dataset folder ``root``: beside ``images/``, or in ``labels/``."""
-    for candidate in (os.path.join(root, CLASSES_TXT), os.path.join(root, "labels", CLASSES_TXT)):
-        if os.path.isfile(candidate) and _classes_home(candidate) == os.path.abspath(root):
-            return candidate
-    return None
+    candidates = (os.path.join(root, CLASSES_TXT), os.path.join(root, "labels", CLASSES_TXT))
+    return next((c for c in candidates if os.path.isfile(c) and _classes_home(c) == os.path.abspath(root)), None)
 
 
 def _home(path: str) -> str:
     """The folder a dataset file's paths stay in: the YAML's folder; a ``classes.txt``'s dataset folder."""
-    if os.path.basename(path).lower() == CLASSES_TXT:
-        return _classes_home(path) or os.path.dirname(os.path.abspath(path))
-    return os.path.dirname(os.path.abspath(path))
+    folder = os.path.dirname(os.path.abspath(path))
+    return (_classes_home(path) or folder) if os.path.basename(path).lower() == CLASSES_TXT else folder
 
 
 def _load(path: str) -> dict[str, Any]:
