@@ -33,3 +33,7 @@ class ObjectLists:
     label: str  # the stored class ids
     class_ids: tuple[int, ...]  # class i of the class list has id class_ids[i]
     masks: str | None  # the stored per-object PNG masks, decoded in place with the images
+    points: tuple[str, str] | None = None  # the stored keypoint x and y lists (fractions of the picture), where kept
+    # The other stored lists, which say nothing about where in the picture an object is (classes,
+    # flags, the area in the original's pixels): a resize leaves them as they are.
+    unplaced: tuple[str, ...] = ()

@@ -28,6 +28,9 @@ CORNERS = ("bbox/xmin", "bbox/ymin", "bbox/xmax", "bbox/ymax")  # as stored, and
 YX_CORNERS = ("bbox/ymin", "bbox/xmin", "bbox/ymax", "bbox/xmax")  # the order TensorFlow's detection APIs take boxes in
 LABEL, TEXT, CROWD, MASK = "class/label", "class/text", "is_crowd", "mask"
 KEYPOINTS = ("keypoint/x", "keypoint/y", "keypoint/visibility")  # K per object, object after object
+# The lists that hold no position in the picture (``area`` counts the original's pixels, as
+# ``image/height`` and ``image/width`` do): what resizing a record's picture leaves as it is.
+UNPLACED = (LABEL, TEXT, CROWD, "area", "difficult", "truncated", "occluded", "truncation", KEYPOINTS[2])
 BOXES, CLASSES = "boxes", "classes"  # what the readers build beside the stored lists, under P/
 DROPPED = "dropped"  # P/dropped in the manifest's label counts
 LEFT_OUT = "left_out"  # P/left_out: what the input's reader left out (KITTI DontCare, CVAT polylines)
@@ -56,6 +59,8 @@ def object_lists(prefix: str, config: Mapping[str, Any]) -> ObjectLists:
         label=f"{prefix}/{LABEL}",
         class_ids=class_ids(config),
         masks=f"{prefix}/{MASK}" if config.get("masks") else None,
+        points=(f"{prefix}/{KEYPOINTS[0]}", f"{prefix}/{KEYPOINTS[1]}"),
+        unplaced=tuple(f"{prefix}/{sub}" for sub in UNPLACED),
     )
 
 

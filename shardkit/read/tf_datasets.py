@@ -104,7 +104,7 @@ def load(
 
     ``image_size=(H, W)`` scales each decoded picture to fit in H x W, keeping its aspect ratio,
     and pads it at the bottom and right with zeros (Model Garden's ``resize_and_crop_image``;
-    ``read.tf_resize``), boxes and masks moved to match, so that pictures of different sizes
+    ``read.tf_resize``), boxes, keypoints and masks moved to match, so that pictures of different sizes
     batch; without it, ``batch_size`` on pictures the manifest says differ in size is an error.
     """
     import tensorflow as tf
@@ -126,6 +126,8 @@ def load(
     compression = "GZIP" if manifest.parameters.compression == "gzip" else ""
     spec = feature_spec(manifest)
     objects = tf_objects.lists_of(manifest, spec)
+    if size is not None:
+        tf_resize.check_movable(out, spec, objects)
     if max_objects is not None and not objects:
         raise UsageError(f"max_objects: {out} has no objects feature to pad")
     autotune = tf.data.AUTOTUNE
@@ -202,7 +204,7 @@ def _check_one_size(out: str, manifest: Manifest, decoders: Mapping[str, tuple[s
             sizes = f"height {min(heights)} to {max(heights)}, width {min(widths)} to {max(widths)}"
             raise UsageError(
                 f"{out}: the images of {entry['key']!r} differ in size ({sizes}), so they do not batch: pass "
-                "image_size=(H, W) to resize and pad each one (boxes and masks moved to match), or batch_size=None "
+                "image_size=(H, W) to resize and pad each one (boxes, keypoints and masks moved to match), or batch_size=None "
                 "and resize them in your own map"
             )
 

@@ -19,7 +19,8 @@ from shardkit.output.manifest import Manifest
 
 
 def lists_of(manifest: Manifest, spec: Mapping[str, Any]) -> list[ObjectLists]:
-    """Each objects feature's lists, where the parse ``spec`` reads them (masks only where stored)."""
+    """Each objects feature's lists, where the parse ``spec`` reads them (masks and keypoints only
+    where stored)."""
     configs = manifest.config.get("features", {})
     found: dict[str, ObjectLists] = {}
     for entry in manifest.schema:
@@ -27,7 +28,9 @@ def lists_of(manifest: Manifest, spec: Mapping[str, Any]) -> list[ObjectLists]:
         key = kind.feature_key(entry)
         lists = kind.object_lists(key, configs.get(key, {})) if key not in found else None
         if lists is not None and all(k in spec for k in (*lists.corners, lists.label)):
-            found[key] = lists if lists.masks in spec else dataclasses.replace(lists, masks=None)
+            masks = lists.masks if lists.masks in spec else None
+            points = lists.points if lists.points and all(k in spec for k in lists.points) else None
+            found[key] = dataclasses.replace(lists, masks=masks, points=points)
     return list(found.values())
 
 

@@ -1,5 +1,5 @@
 """A record's decoded pictures brought to one size for batching, as detection models' input
-pipelines do, with its objects' boxes and masks moved to match (``shardkit.tfdata.load(...,
+pipelines do, with its objects' boxes, keypoints and masks moved to match (``shardkit.tfdata.load(...,
 image_size=(H, W))``).
 
 The convention is TensorFlow Model Garden's ``preprocess_ops.resize_and_crop_image`` (RetinaNet,
@@ -11,9 +11,12 @@ to the picture's own dtype (uint8), so every picture keeps the type ``load`` giv
 resizing; a picture whose values are class ids (a segmentation mask) and instance masks are
 resized nearest-neighbour, as Model Garden's ``resize_and_crop_masks`` does.
 
-Boxes are fractions of the picture, and the picture is now the scaled image plus padding: a
-fraction ``y`` of the old height is ``y * scaled_h / H`` of the new one (the same pixel, scaled),
-and likewise for x. The stored ``image/height`` and ``image/width`` stay the original's.
+Boxes and keypoints are fractions of the picture, and the picture is now the scaled image plus
+padding: a fraction ``y`` of the old height is ``y * scaled_h / H`` of the new one (the same pixel,
+scaled), and likewise for x. The stored ``image/height`` and ``image/width`` stay the original's, and
+so does ``area`` (the original's pixels); the other lists (classes, flags, keypoint visibility) hold
+no position. A list under an objects feature that is neither (a build from a later shardkit with a
+position this one does not know) is refused in one line, never passed through unmoved.
 
 TensorFlow is imported inside each function, as in ``read.tf_datasets``.
 """
@@ -43,12 +46,25 @@ def checked(image_size: Any, decode_images: bool) -> tuple[int, int] | None:
     return int(height), int(width)
 
 
+def check_movable(out: str, spec: Mapping[str, Any], objects: Sequence[ObjectLists]) -> None:
+    """One line where a record holds a list under an objects feature that ``sized`` would leave
+    where it is though it may be a position in the picture: resizing would misplace it silently."""
+    for lists in objects:
+        moved = {*lists.corners, *(lists.points or ()), *((lists.masks,) if lists.masks else ()), *lists.unplaced}
+        for key in spec:
+            if key.startswith(lists.key + "/") and key not in moved:
+                raise UsageError(
+                    f"{out}: image_size cannot move {key!r} with the resized image (this shardkit does not know what it holds): "
+                    "load without image_size and resize in your own map"
+                )
+
+
 def sized(
     features: Mapping[str, Any], pictures: Mapping[str, bool], objects: Sequence[ObjectLists], lead: str | None, size: tuple[int, int]
 ) -> dict[str, Any]:
     """One record with each decoded picture in ``pictures`` (key -> whether its values are class
     ids) scaled to fit in ``size`` and padded to it, and the objects of the picture ``lead`` moved
-    to match: boxes and the stored corner lists scaled, decoded masks resized and padded."""
+    to match: boxes, the stored corner lists and keypoints scaled, decoded masks resized and padded."""
     import tensorflow as tf
 
     out = dict(features)
@@ -62,6 +78,9 @@ def sized(
         out[lists.boxes] = features[lists.boxes] * tf.stack([fy, fx, fy, fx])
         for corner, factor in zip(lists.corners, (fy, fx, fy, fx), strict=True):  # ymin, xmin, ymax, xmax
             out[corner] = features[corner] * factor
+        if lists.points is not None:  # x, y; a keypoint not labelled is (0, 0), and stays so
+            out[lists.points[0]] = features[lists.points[0]] * fx
+            out[lists.points[1]] = features[lists.points[1]] * fy
         masks = features.get(lists.masks) if lists.masks else None
         if lists.masks is not None and masks is not None and masks.dtype == tf.uint8:  # decoded: (N, h, w)
             # A zero mask first, as Model Garden does, so that a record with no objects resizes too.

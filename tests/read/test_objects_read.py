@@ -172,7 +172,7 @@ def test_images_of_different_sizes_need_image_size_to_batch(coco_shards: Path) -
         shardkit.tfdata.load(str(coco_shards), "val", batch_size=6)
     assert str(refused.value) == (
         f"{coco_shards}: the images of 'image/encoded' differ in size (height 48 to 48, width 64 to 104), so they do not batch: "
-        "pass image_size=(H, W) to resize and pad each one (boxes and masks moved to match), or batch_size=None and resize them "
+        "pass image_size=(H, W) to resize and pad each one (boxes, keypoints and masks moved to match), or batch_size=None and resize them "
         "in your own map"
     )
     assert len(list(shardkit.tfdata.load(str(coco_shards), "val", batch_size=1))) == 6  # one a batch: nothing to stack
@@ -214,6 +214,12 @@ def test_image_size_resizes_and_pads_as_model_garden_with_boxes_and_masks_moved(
             np.testing.assert_allclose(new, garden, atol=1e-3)
             corners = np.stack([batch[f"{P}/bbox/{k}"][i].numpy() for k in ("ymin", "xmin", "ymax", "xmax")], axis=-1)
             np.testing.assert_array_equal(corners.reshape(-1, 4), batch[f"{P}/boxes"][i].numpy())
+            # Keypoints: the same pixels of the original, scaled (within 0.5 px); visibility as stored
+            points = np.stack([batch[f"{P}/keypoint/{k}"][i].numpy() * n for k, n in (("x", width), ("y", height))], axis=-1)
+            stored = np.stack([record[f"{P}/keypoint/x"] * w, record[f"{P}/keypoint/y"] * h], axis=-1)
+            assert len(stored) == 3 * len(boxes) and stored.any() == (len(boxes) > 0)  # 3 per object, the person's labelled
+            np.testing.assert_allclose(points / scale[::-1], stored, atol=0.5)
+            np.testing.assert_array_equal(batch[f"{P}/keypoint/visibility"][i].numpy(), record[f"{P}/keypoint/visibility"])
             # Masks: Model Garden's nearest-neighbour resize and padding, on the same pixels as the image
             got_masks = batch[f"{P}/mask"][i].numpy()
             assert got_masks.shape == (len(masks), height, width)
@@ -237,3 +243,23 @@ def test_image_size_with_max_objects_pads_the_resized_objects(coco_shards: Path)
         np.testing.assert_array_equal(dense[f"{P}/boxes"][i, :n].numpy(), ragged[f"{P}/boxes"][j].numpy())
         np.testing.assert_array_equal(dense[f"{P}/mask"][i, :n].numpy(), ragged[f"{P}/mask"][j].numpy())
         assert (dense[f"{P}/boxes"][i, n:].numpy() == -1).all() and not dense[f"{P}/mask"][i, n:].numpy().any()
+
+
+def test_image_size_refuses_a_list_under_the_objects_it_does_not_know_how_to_move(coco_shards: Path) -> None:
+    """A build from a later shardkit may hold a position this one does not know: refused, not left unmoved."""
+    from shardkit.features import objects
+    from shardkit.read import tf_objects, tf_resize
+
+    spec = shardkit.tfdata.feature_spec(shardkit.tfdata.read_manifest(str(coco_shards)))
+    lists = tf_objects.lists_of(shardkit.tfdata.read_manifest(str(coco_shards)), spec)
+    (one,) = lists
+    # Every list the objects kind writes is moved by a resize or holds no position: none is left to chance
+    placed = {*one.corners, *(one.points or ()), one.masks, *one.unplaced}
+    assert {f"{P}/{sub}" for sub, _ in objects.FIELDS} == placed
+    tf_resize.check_movable(str(coco_shards), spec, lists)  # the build's own lists: all known
+    with pytest.raises(UsageError) as refused:
+        tf_resize.check_movable(str(coco_shards), {**spec, f"{P}/center/x": tf.io.RaggedFeature(tf.float32)}, lists)
+    assert str(refused.value) == (
+        f"{coco_shards}: image_size cannot move '{P}/center/x' with the resized image (this shardkit does not know what it holds): "
+        "load without image_size and resize in your own map"
+    )
