@@ -100,6 +100,13 @@ def test_datumaros_kitti_export_is_a_split_per_subset_folder(tmp_path: Path) -> 
     assert shardkit.build([root], tmp_path / "out", workers=1, progress=False).records == 2
 
 
+def test_a_relative_path_builds(kitti: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``shardkit build KITTI`` from the folder above: rows named the split's source by its absolute
+    path, which the plan did not know (a KeyError in the planner)."""
+    monkeypatch.chdir(kitti.parent)
+    assert shardkit.build([kitti.name], tmp_path / "out", workers=1, progress=False).records == len(IMAGES)
+
+
 def test_split_folders_of_other_names_in_one_root_keep_their_names(tmp_path: Path) -> None:
     """``training`` and ``training_old`` side by side were both ``train``, merged with their ids
     repeating; a folder of another name given alone is still ``train``."""

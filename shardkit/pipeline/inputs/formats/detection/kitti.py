@@ -59,7 +59,7 @@ class Kitti(DetectionFormat):
         return os.path.join(os.path.dirname(os.path.abspath(path)), IMAGES)
 
     def read_rows(self, piece: Piece) -> Iterator[Row | EntryError]:
-        source = os.path.abspath(piece.path)
+        given, source = piece.path, os.path.abspath(piece.path)  # rows name the source as given: the plan knows it so
         images = _listed(self.folder_of(source), IMAGE_SUFFIXES)
         labels = _listed(source, (".txt",), files_only=False)  # a FIFO or a link among them: an error of its image, not skipped
         stems = {os.path.splitext(name)[0] for name in images}
@@ -73,14 +73,14 @@ class Kitti(DetectionFormat):
             label = os.path.join(source, f"{stem}.txt")
             refused = rule.outside(label, source) if rule is not None and f"{stem}.txt" in texts else None
             if refused is not None:
-                yield EntryError(source, 0, f"{name}: label file {refused}")
+                yield EntryError(given, 0, f"{name}: label file {refused}")
                 continue
             try:
                 found = objects(label) if f"{stem}.txt" in texts else objects(None)
             except EntryError as exc:
                 yield exc
                 continue
-            yield detection_row(source, 0, name, name, stem, found, name)  # 0: a folder has no lines
+            yield detection_row(given, 0, name, name, stem, found, name)  # 0: a folder has no lines
 
 
 def split_of(folder: str, alone: bool = True) -> str:
