@@ -48,3 +48,11 @@ def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
     errors = [line for line in lines if line.startswith("Error:")]
     assert len(errors) == 1, result.stderr
     return errors[0]
+
+
+def refused_build(given: str | os.PathLike[str], inputs: str | os.PathLike[str], tmp_path: Path) -> str:
+    """``shardkit build GIVEN`` refused: its one ``Error:`` line, every byte under ``inputs`` unchanged."""
+    before = digests(inputs)
+    line = one_line_error(run_cli(["build", given, "-o", tmp_path / "out", "-w", "1"], tmp_path))
+    assert digests(inputs) == before
+    return line

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from shardkit.pipeline.inputs.formats.detection import cvat
-from tests.hostile import digests, one_line_error, run_cli
+from tests.hostile import refused_build, run_cli
 from tests.labelling_tools import CvatImage, Shape, write_cvat
 
 pytestmark = pytest.mark.slow  # each case runs the shardkit command (a few seconds each)
@@ -28,10 +28,7 @@ def export(tmp_path: Path) -> Path:
 
 
 def _refused(xml: Path, tmp_path: Path) -> str:
-    before = digests(xml.parent)
-    line = one_line_error(run_cli(["build", xml, "-o", tmp_path / "out", "-w", "1"], tmp_path))
-    assert digests(xml.parent) == before
-    return line
+    return refused_build(xml, xml.parent, tmp_path)
 
 
 def test_a_good_export_builds_and_says_what_it_left_out(export: Path, tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.hostile import digests, one_line_error, run_cli
+from tests.hostile import refused_build, run_cli
 from tests.labelling_tools import KittiObject, picture, write_kitti
 
 pytestmark = pytest.mark.slow  # each case runs the shardkit command (a few seconds each)
@@ -23,10 +23,7 @@ def training(tmp_path: Path) -> Path:
 
 
 def _refused(training: Path, tmp_path: Path) -> str:
-    before = digests(training.parent)
-    line = one_line_error(run_cli(["build", training.parent, "-o", tmp_path / "out", "-w", "1"], tmp_path))
-    assert digests(training.parent) == before
-    return line
+    return refused_build(training.parent, training.parent, tmp_path)
 
 
 def test_a_good_set_builds_and_says_what_it_left_out(training: Path, tmp_path: Path) -> None:
