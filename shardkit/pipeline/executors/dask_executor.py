@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import threading
 import time
 import uuid
@@ -122,6 +123,7 @@ class DaskExecutor:
             from distributed import Client
         except ImportError:
             raise WorkerError("--executor dask needs the dask extra: pip install 'shardkit[dask]'") from None
+        _quiet_sync_cancel()
         try:
             return Client(self.address, timeout=self.connect_timeout)  # type: ignore[no-untyped-call]
         except (OSError, ValueError, TimeoutError) as exc:
@@ -252,6 +254,26 @@ class _DaskProgress:
             settle = records - self._ticked.pop(key, 0)
             if settle:
                 self._on_progress(settle)
+
+
+class _SyncCancelNameError(logging.Filter):
+    """Drops the traceback Tornado logs when a signal stops a client call at one moment:
+    distributed's ``sync`` (2026.8) then schedules ``cancel``, which reads a ``future`` not yet
+    assigned and raises ``NameError`` on the event loop. The stop is shardkit's own (the build says
+    what it kept), so that traceback is noise on the user's terminal; any other is kept."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not (isinstance(error, NameError) and "sync.<locals>.cancel" in record.getMessage())
+
+
+_SYNC_CANCEL = _SyncCancelNameError()
+
+
+def _quiet_sync_cancel() -> None:
+    logger = logging.getLogger("tornado.application")
+    if _SYNC_CANCEL not in logger.filters:
+        logger.addFilter(_SYNC_CANCEL)
 
 
 def _known_to_scheduler(keys: Sequence[str], dask_scheduler: Any = None) -> list[str]:
