@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from shardkit.errors import EntryError
 from shardkit.pipeline.inputs.formats.input_format import InputFormat, Row
 
 COLUMNS = ("image", "filename", "source_id", "objects")
@@ -30,6 +32,19 @@ DEFAULT_CONFIG: Mapping[str, Any] = {
 
 def detection_row(source: str, line: int, image: str, filename: str, source_id: str, objects: Mapping[str, Any], key: str) -> Row:
     return Row(source, line, (image, filename, source_id, objects), COLUMNS, key)
+
+
+def finite_number(text: str, source: str, line: int, name: str = "") -> float:
+    """A finite number written in an annotation's text (a CSV field, a label file's word); else an
+    ``EntryError`` at ``source``'s ``line`` quoting it, after its ``name`` where given."""
+    what = f"{name} {text!r}" if name else repr(text)
+    try:
+        value = float(text)
+    except ValueError:
+        raise EntryError(source, line, f"{what} is not a number") from None
+    if not math.isfinite(value):
+        raise EntryError(source, line, f"{what} is not a finite number")
+    return value
 
 
 @dataclasses.dataclass(frozen=True)

@@ -106,13 +106,7 @@ class Darknet(DetectionFormat):
             if problem is not None:
                 yield EntryError(list_file, number, problem if refused else f"{image}: {problem}")
                 continue
-            try:
-                found_objects = objects(labels, found.names, os.path.relpath(labels, root))
-            except EntryError as exc:
-                yield exc
-                continue
-            name = os.path.basename(image)
-            yield detection_row(source, 0, image, name, os.path.splitext(name)[0], found_objects, os.path.relpath(image, root))
+            yield labelled_row(source, image, labels, root, found.names)
 
 
 def read_data(path: str) -> DataFile:
@@ -307,6 +301,17 @@ def not_an_image(image: str) -> str | None:
     except OSError as exc:
         return "no such image file" if isinstance(exc, FileNotFoundError) else f"cannot read: {exc.strerror or exc}"
     return None if kind is not None else "not an image (no image suffix, and Pillow does not know its content): a list names images only"
+
+
+def labelled_row(source: str, image: str, labels: str, root: str, classes: list[str]) -> Row | EntryError:
+    """The row of ``image`` (no line: messages name it by its path under ``root``) with the objects
+    of its label file ``labels``; that file's error where a line of it is bad."""
+    try:
+        found = objects(labels, classes, os.path.relpath(labels, root))
+    except EntryError as exc:
+        return exc
+    name = os.path.basename(image)
+    return detection_row(source, 0, image, name, os.path.splitext(name)[0], found, os.path.relpath(image, root))
 
 
 def objects(labels: str, classes: list[str], shown: str) -> dict[str, Any]:

@@ -24,14 +24,13 @@ under ``P/left_out`` (``features.objects``). Unlike that script, objects overlap
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 from collections.abc import Iterator
 from typing import Any
 
 from shardkit.errors import EntryError, ShardkitError
 from shardkit.formats.image_headers import IMAGE_SUFFIXES
-from shardkit.pipeline.inputs.formats.detection.annotations import DetectionFormat, detection_row
+from shardkit.pipeline.inputs.formats.detection.annotations import DetectionFormat, detection_row, finite_number
 from shardkit.pipeline.inputs.formats.input_format import Piece, Row
 from shardkit.storage.boundary import Boundary
 
@@ -137,7 +136,7 @@ def objects(label: str | None) -> dict[str, Any]:
         if words[0] == DONT_CARE:
             left_out.append(DONT_CARE)
             continue
-        values = [_number(w, label or "", number) for w in words[1:8]]
+        values = [finite_number(w, label or "", number) for w in words[1:8]]
         if not 0 <= values[0] <= 1:
             raise EntryError(label or "", number, f"truncated {words[1]} is not a fraction from 0 to 1")
         if words[2] not in ("0", "1", "2", "3"):
@@ -166,16 +165,6 @@ def _lines(label: str) -> list[str]:
     except (OSError, UnicodeDecodeError) as exc:
         raise EntryError(label, 0, f"cannot read: {getattr(exc, 'strerror', None) or exc}") from None
     return lines
-
-
-def _number(word: str, label: str, number: int) -> float:
-    try:
-        value = float(word)
-    except ValueError:
-        raise EntryError(label, number, f"{word!r} is not a number") from None
-    if not math.isfinite(value):
-        raise EntryError(label, number, f"{word!r} is not a finite number")
-    return value
 
 
 KITTI = Kitti("kitti")

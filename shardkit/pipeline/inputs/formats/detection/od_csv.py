@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import math
 import os
 from collections.abc import Iterator
 from typing import IO, Any, ClassVar
 
 from shardkit.errors import EntryError, ShardkitError
-from shardkit.pipeline.inputs.formats.detection.annotations import DetectionFormat, detection_row
+from shardkit.pipeline.inputs.formats.detection.annotations import DetectionFormat, detection_row, finite_number
 from shardkit.pipeline.inputs.formats.input_format import Piece, Row
 from shardkit.pipeline.inputs.formats.text_lines import TextFormat
 from shardkit.storage import location
@@ -96,7 +95,7 @@ def _gather(images: dict[str, _Image], source: str, number: int, values: list[st
             raise EntryError(source, number, f"{filename}: width x height {size[0]}x{size[1]}, but {was} on line {image.line}")
         if not values[3]:
             raise EntryError(source, number, "class is empty")
-        box = [_number(v, name, source, number) for v, name in zip(values[4:], _CORNERS, strict=True)]
+        box = [finite_number(v, source, number, name) for v, name in zip(values[4:], _CORNERS, strict=True)]
     except EntryError as exc:
         if image is None:
             images[filename] = _Image(number, (0, 0), error=exc)
@@ -107,18 +106,8 @@ def _gather(images: dict[str, _Image], source: str, number: int, values: list[st
     image.names.append(values[3])
 
 
-def _number(text: str, name: str, source: str, number: int) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise EntryError(source, number, f"{name} {text!r} is not a number") from None
-    if not math.isfinite(value):
-        raise EntryError(source, number, f"{name} {text!r} is not a finite number")
-    return value
-
-
 def _size(text: str, name: str, source: str, number: int) -> int:
-    value = _number(text, name, source, number)
+    value = finite_number(text, source, number, name)
     if not value.is_integer() or value <= 0:
         raise EntryError(source, number, f"{name} {text!r} is not a positive whole number of pixels")
     return int(value)

@@ -47,9 +47,9 @@ import yaml
 from shardkit.errors import EntryError, ShardkitError, ShardkitWarning
 from shardkit.formats.image_headers import IMAGE_SUFFIXES
 from shardkit.pipeline.inputs.formats import delimited, jsonl, parquet, txt, unread
-from shardkit.pipeline.inputs.formats.detection import coco, cvat, labelstudio
-from shardkit.pipeline.inputs.formats.detection.annotations import DetectionFormat, detection_row
-from shardkit.pipeline.inputs.formats.detection.darknet import DARKNET, SAMPLE, class_list, list_lines, not_an_image, objects, yolo_lines
+from shardkit.pipeline.inputs.formats.detection import coco, cvat, darknet, labelstudio
+from shardkit.pipeline.inputs.formats.detection.annotations import DetectionFormat
+from shardkit.pipeline.inputs.formats.detection.darknet import SAMPLE, class_list, labelled_row, list_lines, not_an_image, yolo_lines
 from shardkit.pipeline.inputs.formats.input_format import InputFormat, Piece, Row
 from shardkit.storage.boundary import Boundary
 
@@ -61,7 +61,7 @@ _DATA_YAML = ("data.yaml", "data.yml")
 CLASSES_TXT = "classes.txt"
 _LABEL = ".txt"  # a YOLO label file's suffix
 # What reads the index and annotation files a classes.txt folder may hold; names that are no one's index.
-_READERS: tuple[InputFormat, ...] = (txt.TXT, delimited.CSV, delimited.TSV, jsonl.JSONL, parquet.PARQUET, DARKNET, coco.COCO)
+_READERS: tuple[InputFormat, ...] = (txt.TXT, delimited.CSV, delimited.TSV, jsonl.JSONL, parquet.PARQUET, darknet.DARKNET, coco.COCO)
 _READERS += (labelstudio.LABEL_STUDIO, cvat.CVAT, unread.UNREAD)
 _NOT_INDEXES = (CLASSES_TXT, "readme", "license")
 _LABELS_PEEK = 64  # the entries of a labels folder looked at to tell YOLO labels from masks
@@ -136,14 +136,7 @@ class Yolo(DetectionFormat):
             if problem is not None:  # a list's entry names its list and line, not data.yaml's
                 yield EntryError(listed_in, number, f"{image}: {problem}")
                 continue
-            try:
-                found_objects = objects(labels, found.names, os.path.relpath(labels, root))
-            except EntryError as exc:
-                yield exc
-                continue
-            key = os.path.relpath(image, root)
-            name = os.path.basename(image)
-            yield detection_row(source, 0, image, name, os.path.splitext(name)[0], found_objects, key)
+            yield labelled_row(source, image, labels, root, found.names)
 
 
 def _pieces(found: Dataset) -> list[tuple[str, Piece]]:
