@@ -2,9 +2,8 @@
 
 A kind of feature (an image, a mask, a class label, numbers, text, a file's bytes) is one class,
 registered by name in ``features.registry``. The build, the checkers, the readers and the
-previews loop over a config's features (or a manifest's schema) and ask each one's kind: none of
-them branches on which kind it is. The defaults here serve a feature with one value per record
-that reads no file; a kind overrides what it does differently.
+previews ask each feature's kind, never branch on it. The defaults here serve a feature with one
+value per record that reads no file; a kind overrides what it does differently.
 """
 
 from __future__ import annotations
@@ -220,14 +219,12 @@ class FeatureKind:
     def check_augment(self, spec: FeatureSpec, copies: int, source: str | None) -> None:
         """Whether augmented copies can store this feature."""
 
-    # -- a raw value from an input row ----------------------------------------------------------
+    # -- a raw value from an input row; a column of a table (pyarrow, imported by the caller) ---
 
     def typed(self, spec: FeatureSpec, raw: Any, folder: str | None) -> Any:
         """``raw`` converted and checked; raises ``BadValue``. ``folder``: what relative file paths
         resolve against (None leaves them as written)."""
         raise NotImplementedError
-
-    # -- a column of a table (pyarrow, imported by the caller) ------------------------------------
 
     def column_problems(self, spec: FeatureSpec, column: Any, rows: Any = None) -> list[tuple[int, str]]:
         """(row index, reason) for each non-null value of the Arrow array ``column`` (only at
@@ -263,6 +260,11 @@ class FeatureKind:
     def native_column(self, spec: FeatureSpec, column: Any) -> bool:
         """Whether ``batch_columns`` takes the Arrow ``column`` (no nulls) as it is, untyped."""
         return False
+
+    def from_text(self, spec: FeatureSpec, column: Any) -> Any:
+        """A checked column of texts (a CSV's) as ``batch_columns`` takes it, each as ``typed``
+        reads it; None where the kind takes texts as they are, or one by one."""
+        return None
 
     def batch_file(self, spec: FeatureSpec, data: bytes, stored: tuple[ImageInfo, str] | None) -> Any:
         """A record's file as ``batch_columns`` takes it (raises ``ImageProblem``: the record is bad)."""
@@ -315,10 +317,8 @@ class FeatureKind:
         range of picture sizes, where the schema entry has them."""
         parts = [entry["encoding"]] if entry.get("encoding") else []
         if "height" in entry:
-            h, w = entry["height"], entry["width"]
-            hs = str(h[0]) if h[0] == h[1] else f"{h[0]}-{h[1]}"
-            ws = str(w[0]) if w[0] == w[1] else f"{w[0]}-{w[1]}"
-            parts.append(f"{hs}x{ws}")
+            (h0, h1), (w0, w1) = entry["height"], entry["width"]
+            parts.append(f"{h0 if h0 == h1 else f'{h0}-{h1}'}x{w0 if w0 == w1 else f'{w0}-{w1}'}")
             parts.append("channels " + ",".join(str(c) for c in entry["channels"]))
         return parts
 

@@ -45,6 +45,26 @@ def is_text(column: Any) -> bool:
     return bool(pa.types.is_string(kind) or pa.types.is_large_string(kind))
 
 
+# Texts that Python's int() and float() read as Arrow's cast reads them: Arrow also takes
+# "0x1F" and "nan(1)", Python also "+5" (an integer), "1_000" and digits of other scripts.
+_INTEGER = r"^-?[0-9]{1,18}$"
+_DECIMAL = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
+
+
+def parsed_text(column: Any, integer: bool) -> tuple[Any, np.ndarray]:
+    """A text column's numbers, cast in Arrow (int64, or float64), 0 where a value is not plain
+    decimal digits; and which values those are (NumPy mask), for ``typed`` to read one by one."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    kind = pa.int64() if integer else pa.float64()
+    plain = pc.match_substring_regex(column, _INTEGER if integer else _DECIMAL).fill_null(False)
+    other = ~np.asarray(plain.to_numpy(zero_copy_only=False))
+    if not other.any():
+        return pc.cast(column, kind), other
+    return pc.cast(pc.if_else(plain, column, pa.scalar("0", column.type)), kind), other
+
+
 def suspect_rows(rows: np.ndarray, suspect: np.ndarray) -> np.ndarray:
     """The distinct rows, in order, holding a suspect value."""
     return np.unique(rows[suspect])

@@ -121,12 +121,19 @@ class ClassIdKind(ClassNameKind):
         return super().classes(value, path, source)
 
     def column_problems(self, spec: FeatureSpec, column: Any, rows: Any = None) -> list[tuple[int, str]]:
-        """An integer column: only ids outside the class list are suspect."""
-        if rows is not None or not columns.is_integer(column):
+        """An integer column (or digits in text): only ids outside the class list are suspect."""
+        text = rows is None and columns.is_text(column)
+        if rows is not None or not (text or columns.is_integer(column)):
             return FeatureKind.column_problems(self, spec, column, rows)
-        ids = columns.numbers(column)
-        suspect = ((ids < 0) | (ids >= len(spec.classes or ()))) & ~columns.nulls(column)
+        ids_column, other = columns.parsed_text(column, integer=True) if text else (column, np.zeros(len(column), dtype=bool))
+        ids = columns.numbers(ids_column)
+        suspect = (other | (ids < 0) | (ids >= len(spec.classes or ()))) & ~columns.nulls(column)
         return FeatureKind.column_problems(self, spec, column, np.flatnonzero(suspect)) if suspect.any() else []
+
+    def from_text(self, spec: FeatureSpec, column: Any) -> Any:
+        """Ids written as digits: cast in Arrow where every one is plain digits, else typed one by one."""
+        parsed, other = columns.parsed_text(column, integer=True)
+        return None if other.any() else parsed
 
     def native_column(self, spec: FeatureSpec, column: Any) -> bool:
         return columns.is_integer(column)

@@ -36,12 +36,32 @@ class NumberKind(FeatureKind):
         raise NotImplementedError
 
     def column_problems(self, spec: FeatureSpec, column: Any, rows: Any = None) -> list[tuple[int, str]]:
-        """A column of numbers (or lists of them) screened in NumPy; only suspect rows are typed."""
+        """A column of numbers (or lists of them, or texts) screened in NumPy; only suspect rows are typed."""
+        if rows is None and columns.is_text(column):
+            parsed, other = columns.parsed_text(column, self.integer)
+            suspect = (other | self.suspect(columns.numbers(parsed))) & ~columns.nulls(column)
+            return super().column_problems(spec, column, np.flatnonzero(suspect)) if suspect.any() else []
         if rows is not None or not self.native_column(spec, column):
             return super().column_problems(spec, column, rows)
         values, parents = columns.values_and_rows(column)
         suspect = columns.nulls(values) | self.suspect(columns.numbers(values))
         return super().column_problems(spec, column, columns.suspect_rows(parents, suspect)) if suspect.any() else []
+
+    @property
+    def integer(self) -> bool:
+        return bool(np.issubdtype(self.numpy_dtype, np.integer))
+
+    def from_text(self, spec: FeatureSpec, column: Any) -> Any:
+        """Texts as numbers: cast in Arrow, the few that are not plain digits typed one by one."""
+        import pyarrow as pa
+
+        parsed, other = columns.parsed_text(column, self.integer)
+        if not other.any():
+            return parsed
+        values = parsed.to_numpy(zero_copy_only=False).copy()
+        for i, raw in zip(np.flatnonzero(other).tolist(), column.take(pa.array(np.flatnonzero(other))).to_pylist(), strict=True):
+            values[i] = self.typed(spec, raw, None)[0]
+        return pa.array(values)
 
     def suspect(self, values: np.ndarray) -> np.ndarray:
         """Which values ``typed`` may refuse (screened for the few to check one by one)."""
@@ -82,7 +102,7 @@ class NumberKind(FeatureKind):
 
         if not isinstance(values, list):
             return values
-        item = pa.int64() if np.issubdtype(self.numpy_dtype, np.integer) else pa.float64()
+        item = pa.int64() if self.integer else pa.float64()
         return pa.array(values, pa.large_list(item))
 
     def python_value(self, entry: Mapping[str, Any], values: Any, decode_images: bool) -> Any:

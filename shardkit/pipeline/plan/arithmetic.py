@@ -65,6 +65,14 @@ class ShuffleKeys:
         return digest.digest()
 
 
+def identity_keys(seed: int, source: int, name: str, rows: np.ndarray) -> np.ndarray:
+    """``ShuffleKeys`` of the rows numbered ``rows`` of the input file named ``name`` (identities
+    ``NAME:ROW``), as unsigned integers: the keys a row-by-row plan gives them."""
+    keys = ShuffleKeys(seed, source)
+    digests = b"".join([keys(f"{name}:{n}") for n in rows.tolist()])
+    return np.frombuffer(digests, dtype=">u8").astype(np.uint64)
+
+
 def table_keys(seed: int, source: int, rows: np.ndarray) -> np.ndarray:
     """``ShuffleKeys`` for the rows of a table, numbered ``rows``, computed a column at a time:
     SplitMix64 of the row number offset by a hash of the seed and the source's position (a

@@ -77,9 +77,12 @@ def _table_rows(
         batch = staged_rows.taken(staged, source, found.path, numbers, named) if named is not None else None
         if batch is None:
             rows = found.format.rows_at(found.path, numbers, named)
-        else:
-            values = zip(*(column.to_pylist() for column in batch.columns.values()), strict=True)
-            rows = [Row(found.path, n, row, tuple(batch.columns)) for n, row in zip(numbers, values, strict=True)]
+        else:  # as wide as the source's columns (a config may name one by its position), those not read None
+            names = found.names or tuple(batch.columns)
+            read_columns = {name: column.to_pylist() for name, column in batch.columns.items()}
+            empty = [None] * len(numbers)
+            values = zip(*(read_columns.get(name, empty) for name in names), strict=True)
+            rows = [Row(found.path, n, row, names) for n, row in zip(numbers, values, strict=True)]
         read[source] = {row.line: row for row in rows}
     return read
 

@@ -21,6 +21,7 @@ import numpy as np
 from shardkit.pipeline.inputs.formats.input_format import TableBatch
 
 SUFFIX = ".arrow"
+LINES = "\x00line"  # the column of each staged row's number, where the rows are not consecutive (a CSV's lines)
 
 
 class Stager:
@@ -31,10 +32,13 @@ class Stager:
         self.folder = folder
         self._writer: Any = None
 
-    def add(self, columns: dict[str, Any]) -> None:
+    def add(self, columns: dict[str, Any], lines: np.ndarray | None = None) -> None:
         import pyarrow as pa
 
-        batch = pa.RecordBatch.from_arrays(list(columns.values()), names=list(columns))
+        arrays, names = list(columns.values()), list(columns)
+        if lines is not None:
+            arrays, names = [*arrays, pa.array(lines, pa.int64())], [*names, LINES]
+        batch = pa.RecordBatch.from_arrays(arrays, names=names)
         if self._writer is None:
             os.makedirs(self.folder, exist_ok=True)
             self._writer = pa.ipc.new_file(self.path, batch.schema)
@@ -62,6 +66,13 @@ def taken(folder: str, source: int, path: str, numbers: Sequence[int], columns: 
     except (OSError, ValueError):  # a copy a power cut left unfinished: the table itself still holds the rows
         return None
     for first, table in tables:
+        if LINES in table.column_names:  # rows named by their lines: each found by its number
+            numbered = table.column(LINES).to_numpy()
+            at = np.searchsorted(numbered, ordered)
+            hit = (at < len(numbered)) & (numbered[np.minimum(at, len(numbered) - 1)] == ordered) if len(numbered) else at < 0
+            if hit.any():
+                parts.append(table.select(list(columns)).take(pa.array(at[hit])))
+            continue
         lo, hi = np.searchsorted(ordered, [first, first + table.num_rows])
         if hi > lo:
             parts.append(table.select(list(columns)).take(pa.array(ordered[lo:hi] - first)))

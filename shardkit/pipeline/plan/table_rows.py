@@ -22,9 +22,9 @@ from shardkit.features import columns as arrow_columns
 from shardkit.features.base import FeatureSpec
 from shardkit.pipeline.config import IDENTITY_COLUMN, Config
 from shardkit.pipeline.inputs.entries import null_reason
-from shardkit.pipeline.inputs.formats.input_format import Piece, Row
+from shardkit.pipeline.inputs.formats.input_format import Piece, Row, file_name
 from shardkit.pipeline.inputs.sources import PlanSource
-from shardkit.pipeline.plan.arithmetic import table_keys
+from shardkit.pipeline.plan.arithmetic import identity_keys, table_keys
 from shardkit.pipeline.plan.plan_file import column_name
 from shardkit.pipeline.plan.spool import Spool
 from shardkit.pipeline.plan.staged_rows import Stager
@@ -68,8 +68,8 @@ def plan_tables(
         try:
             for batch in table.read_tables(piece, list(dict.fromkeys(column for _, column in checks))):
                 if stager is not None:
-                    stager.add(batch.columns)
-                _plan_batch(batch, checks, found, spool, seed, on_error, part, source, names, sample_size, progress)
+                    stager.add(batch.columns, batch.lines)
+                _plan_batch(batch, checks, found, spool, seed, on_error, part, source, names, sample_size, progress, table.keys_by_identity)
         finally:
             if stager is not None:
                 stager.close()
@@ -88,12 +88,14 @@ def _plan_batch(
     names: tuple[str, ...],
     sample_size: int,
     progress: Callable[[int], None] | None,
+    by_identity: bool = False,
 ) -> None:
     """One batch of a piece: checked, its class names collected, keyed, spooled, sampled."""
     bad = _problems(batch.columns, checks)
     rows = np.arange(batch.rows, dtype=np.int64)
-    if bad:
-        errors = [EntryError(batch.source, batch.first + i, bad[i]) for i in sorted(bad)]
+    lines = batch.numbers()
+    if bad or batch.errors:
+        errors = sorted([EntryError(batch.source, int(lines[i]), bad[i]) for i in bad] + list(batch.errors), key=lambda e: e.line)
         if on_error != "skip":
             raise errors[0]
         found.errors += errors
@@ -102,10 +104,10 @@ def _plan_batch(
         if spec.key in found.classes:
             values = batch.columns[column]
             found.classes[spec.key] |= spec.kind.column_class_names(spec, values.take(rows) if bad else values)
-    numbers = rows + batch.first
-    keys = table_keys(seed, source, numbers)
+    numbers = lines[rows]
+    keys = identity_keys(seed, source, file_name(batch.source), numbers) if by_identity else table_keys(seed, source, numbers)
     _spool(spool, keys, source, numbers)
-    _sample(found.sample, keys, rows, batch, names, part, source, sample_size)
+    _sample(found.sample, keys, rows, numbers, batch, names, part, source, sample_size)
     if progress is not None:
         progress(len(rows))
 
@@ -155,7 +157,15 @@ def _spool(spool: Spool, keys: np.ndarray, source: int, numbers: np.ndarray) -> 
 
 
 def _sample(
-    sample: Sample, keys: np.ndarray, rows: np.ndarray, batch: Any, names: tuple[str, ...], part: int, source: int, size: int
+    sample: Sample,
+    keys: np.ndarray,
+    rows: np.ndarray,
+    numbers: np.ndarray,
+    batch: Any,
+    names: tuple[str, ...],
+    part: int,
+    source: int,
+    size: int,
 ) -> None:
     """Keep the ``size`` smallest keys' rows (for the shard size), as the per-row path does."""
     if not len(keys):
@@ -163,12 +173,12 @@ def _sample(
     smallest = np.argsort(keys, kind="stable")[:size]
     chosen = rows[smallest]
     values = {name: column.take(chosen).to_pylist() for name, column in batch.columns.items()}
-    for j, (key, row) in enumerate(zip(keys[smallest].tolist(), chosen.tolist(), strict=True)):
+    for j, (key, number) in enumerate(zip(keys[smallest].tolist(), numbers[smallest].tolist(), strict=True)):
         rank = -int(key)
         if len(sample) >= size and rank <= sample[0][0]:
             continue
-        found = Row(batch.source, batch.first + row, tuple(values[n][j] if n in values else None for n in names), names)
-        item = (rank, (part, batch.first + row), source, found)
+        found = Row(batch.source, number, tuple(values[n][j] if n in values else None for n in names), names)
+        item = (rank, (part, number), source, found)
         if len(sample) < size:
             heapq.heappush(sample, item)
         else:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from shardkit.errors import EntryError
+from shardkit.features import columns as arrow_columns
 from shardkit.features.base import BadValue, FeatureSpec
 from shardkit.formats.example_batch import encode_batch, frame_batch
 from shardkit.formats.image_headers import ImageProblem
@@ -138,9 +139,14 @@ class BatchMaker:
             columns = [p[1][i] for p in parts]
             if spec.column == IDENTITY_COLUMN:
                 out.append(None)
-            elif len({c.type for c in columns}) == 1 and (spec.kind.reads_file or _native(spec, columns)):
-                joined = columns[0] if len(columns) == 1 else pa.concat_arrays(columns).take(pa.array(back))
+                continue
+            one_type = len({c.type for c in columns}) == 1
+            joined = (columns[0] if len(columns) == 1 else pa.concat_arrays(columns).take(pa.array(back))) if one_type else None
+            parsed = spec.kind.from_text(spec, joined) if one_type and not spec.kind.reads_file and arrow_columns.is_text(joined) else None
+            if one_type and (spec.kind.reads_file or _native(spec, columns)):
                 out.append(joined)
+            elif parsed is not None:  # a CSV's texts, read as numbers a column at a time
+                out.append(parsed)
             else:  # typed value by value; a file's value is typed with its folder, later
                 typed = [v for c in columns for v in _typed(spec, c)]
                 out.append([typed[j] for j in back.tolist()])

@@ -97,15 +97,25 @@ class Piece:
 
 @dataclasses.dataclass(frozen=True)
 class TableBatch:
-    """Consecutive rows of a Parquet file as Arrow columns: ``first`` is the first row's number."""
+    """Rows of a table as Arrow columns: consecutive from row ``first`` (Parquet), or numbered
+    by ``lines`` (a CSV's rows, by the line each starts on); ``errors``: rows refused as read
+    (a CSV row of the wrong width), reported as the rows' own problems are."""
 
     source: str
     first: int
     columns: dict[str, Any]  # name -> pyarrow Array
+    lines: Any = None  # a NumPy array of each row's number, where they are not consecutive
+    errors: tuple[EntryError, ...] = ()
 
     @property
     def rows(self) -> int:
         return len(next(iter(self.columns.values()))) if self.columns else 0
+
+    def numbers(self) -> Any:
+        """Each row's number (a NumPy int64 array)."""
+        import numpy as np
+
+        return self.lines if self.lines is not None else np.arange(self.first, self.first + self.rows, dtype=np.int64)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,6 +139,12 @@ class InputFormat:
     # Rows read back by their number from the input itself (a table), many at a time: the plan
     # keeps no payload, and a worker asks ``rows_at`` for a block of its shard's rows at once.
     reads_tables: ClassVar[bool] = False
+    # Its rows are read back from the columns planning staged (``plan.staged_rows``) whatever the
+    # config: reading them again from the file (a CSV) means parsing all of it.
+    stages_rows: ClassVar[bool] = False
+    # Its rows' shuffle keys hash their identities (``FILE:LINE``), as when it was read row by row,
+    # so a build's order did not change when it became a table; a Parquet row's key is arithmetic.
+    keys_by_identity: ClassVar[bool] = False
     # Its files are written by other tools and people (annotation files, tables): the paths they
     # name must resolve inside the dataset's root (``root_of``; ``storage.boundary``). An index
     # file the user writes names any path.
