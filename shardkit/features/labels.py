@@ -153,7 +153,7 @@ class ClassIdKind(ClassNameKind):
 
     def typed(self, spec: FeatureSpec, raw: Any, folder: str | None) -> Any:
         names = spec.classes or ()
-        if isinstance(raw, str) and raw.strip().isdigit():
+        if isinstance(raw, str) and raw.strip().isdecimal():  # not isdigit: int() refuses '²
             raw = int(raw)
         if isinstance(raw, bool) or not isinstance(raw, int):
             raise BadValue(f"expected a class id, got {raw!r}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -27,6 +28,8 @@ class NumberKind(FeatureKind):
             self.check_item(item)
             try:
                 out.append(self.cast(item))
+            except BadValue:
+                raise
             except (TypeError, ValueError, OverflowError):
                 raise BadValue(f"{_short_repr(item)} is not a valid {self.name}") from None
         self.check_range(out)
@@ -39,7 +42,8 @@ class NumberKind(FeatureKind):
         """A column of numbers (or lists of them, or texts) screened in NumPy; only suspect rows are typed."""
         if rows is None and columns.is_text(column):
             parsed, other = columns.parsed_text(column, self.integer)
-            suspect = (other | self.suspect(columns.numbers(parsed))) & ~columns.nulls(column)
+            numbers = columns.numbers(parsed)
+            suspect = (other | self.suspect(numbers) | ~np.isfinite(numbers)) & ~columns.nulls(column)  # inf from digits: 1e400
             return super().column_problems(spec, column, np.flatnonzero(suspect)) if suspect.any() else []
         if rows is not None or not self.native_column(spec, column):
             return super().column_problems(spec, column, rows)
@@ -174,7 +178,10 @@ class FloatKind(NumberKind):
     numpy_dtype: ClassVar[type[np.generic]] = np.float32
 
     def cast(self, item: Any) -> Any:
-        return float(item)
+        value = float(item)
+        if math.isinf(value) and isinstance(item, str) and "inf" not in item.lower():  # '1e400': past any float
+            raise BadValue("value out of float32 range")
+        return value
 
     def suspect(self, values: np.ndarray) -> np.ndarray:
         with np.errstate(invalid="ignore"):

@@ -95,7 +95,7 @@ def make_plan(
     for name, split_input in splits.items():  # one split at a time: memory is one split's spools
         scratch = os.path.join(folder, f"{name}.spool")
         size = sum(n or 0 for n in location.sizes_of([f.path for f in split_input.files]).values())  # a store's concurrently
-        staged = files and shuffle or any(s.format.stages_rows for s in split_input.sources)
+        staged = (files and shuffle) or any(s.format.stages_rows for s in split_input.sources)
         stage = os.path.join(folder, layout.staged_rows(layout.plan_file(name))) if stage_rows and staged else None
         if processes > 1 and size > PARALLEL_BYTES:
             parts = _spool_pieces(split_input, config, scratch, seed, shuffle, on_error, buffer_bytes, processes, size, progress, stage)

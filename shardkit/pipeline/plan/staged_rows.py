@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from shardkit.pipeline.inputs.formats.input_format import TableBatch
+from shardkit.pipeline.inputs.formats.input_format import TableBatch, found_at
 
 SUFFIX = ".arrow"
 LINES = "\x00line"  # the column of each staged row's number, where the rows are not consecutive (a CSV's lines)
@@ -67,9 +67,7 @@ def taken(folder: str, source: int, path: str, numbers: Sequence[int], columns: 
         return None
     for first, table in tables:
         if LINES in table.column_names:  # rows named by their lines: each found by its number
-            numbered = table.column(LINES).to_numpy()
-            at = np.searchsorted(numbered, ordered)
-            hit = (at < len(numbered)) & (numbered[np.minimum(at, len(numbered) - 1)] == ordered) if len(numbered) else at < 0
+            at, hit = found_at(table.column(LINES).to_numpy(), ordered)
             if hit.any():
                 parts.append(table.select(list(columns)).take(pa.array(at[hit])))
             continue

@@ -53,13 +53,11 @@ def test_a_line_break_in_a_quoted_field_is_kept_and_later_rows_keep_their_lines(
     assert errors == [(4, "n: 'x' is not a valid int64"), (7, "n: 'y' is not a valid int64")]
 
 
-@pytest.mark.xfail(strict=True, reason=STARTS)
 def test_a_bad_row_spanning_lines_is_named_by_its_first_line(tmp_path: Path) -> None:
     table = build_table(tmp_path, "train.csv", 's,n\na,1\n"bad\nrow",x\nz,3\n', SN)
     assert _seen(table)[1] == [(3, "n: 'x' is not a valid int64")]  # today 4: where the row ends
 
 
-@pytest.mark.xfail(strict=True, reason=STARTS)
 def test_a_record_spanning_lines_is_named_by_its_first_line(tmp_path: Path) -> None:
     table = build_table(tmp_path, "train.csv", 's,n\n"a\nb",1\n', SN)
     assert _seen(table)[0] == [(b"train.csv:2", b"a\nb", 1)]  # today train.csv:3, the source_id
@@ -97,7 +95,6 @@ def test_a_file_that_is_not_utf8_text_or_is_empty_stops_the_build_even_with_skip
     assert str(caught.value) == f"{tmp_path / 'train.csv'}: {expected}"
 
 
-@pytest.mark.xfail(strict=True, reason="the offset is counted from the start of the decoder's 8 KB chunk, not of the file")
 def test_bytes_that_are_not_utf8_past_the_first_8_kb_are_named_by_their_offset(tmp_path: Path) -> None:
     data = b"s,n\r\n" + b"abcdefghi,1\r\n" * 2000 + b"\xff,2\r\n"
     with pytest.raises(ShardkitError) as caught:
@@ -123,7 +120,6 @@ ALL_EMPTY = "a row of empty fields is a row, not a blank line: today it is left 
     ],
     ids=["two-columns", "one-column"],
 )
-@pytest.mark.xfail(strict=True, reason=ALL_EMPTY)
 def test_a_row_of_empty_fields_is_a_record(tmp_path: Path, rows: list[list[str]], features: str) -> None:
     text = io.StringIO()
     csv.writer(text).writerows([["a", "b"][: len(rows[0])], *rows])

@@ -10,8 +10,9 @@ the row counts disagree, is read by Python's ``csv`` module instead, as shardkit
 before: one meaning, whichever reader runs. From the first block that is not RFC 4180 clean, the
 rest of the file is read the Python way, streamed.
 
-Values are stripped as Python's ``str.strip`` strips them, and rows whose values are all blank
-are skipped, as blank lines are.
+Values are stripped as Python's ``str.strip`` strips them. A blank line (nothing but white
+space) is skipped; a row of empty fields (``,``, or ``""`` as ``csv.writer`` writes a row of one
+empty text) is a row.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import IO, Any
 
 import numpy as np
@@ -58,14 +59,15 @@ def header(source: str, handle: IO[bytes], delimiter: str) -> Header:
         more = handle.read(1 << 16)
         data += more
         text = _decoded(source, data, final=not more)
-        reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
-        for values in reader:
-            if values and any(v.strip() for v in values):
-                consumed = "".join(_first_lines(text, reader.line_num))
+        lines = 0
+        for count, values in python_rows(io.StringIO(text, newline=""), delimiter):
+            lines += count
+            if values is not None:
+                consumed = "".join(_first_lines(text, lines))
                 if more and len(consumed) == len(text):
                     break  # the row may go on past what was read
                 bom = 3 if data.startswith(b"\xef\xbb\xbf") else 0
-                return Header(tuple(v.strip() for v in values), bom + len(consumed.encode("utf-8")), reader.line_num + 1)
+                return Header(tuple(v.strip() for v in values), bom + len(consumed.encode("utf-8")), lines + 1)
         else:
             if not more:
                 raise ShardkitError(f"{source}: empty file: a header row is needed")
@@ -126,7 +128,7 @@ def _parsed(source: str, block: bytes, line: int, offset: int, head: Header, del
         if table is not None and table.num_rows == len(starts):
             ascii_only = not np.any(np.frombuffer(block, dtype=np.uint8) >= 0x7F)
             texts = {i: stripped(table.column(f"c{i}").combine_chunks(), ascii_only) for i in dict.fromkeys(wanted)}
-            blank = _blank_rows(texts, block, begins, stops, delimiter, len(head.names))
+            blank = _blank_rows(texts, block, begins, stops)
             if blank is not None:
                 keep = pa.array(~blank)
                 return TextColumns({head.names[i]: texts[i].filter(keep) for i in wanted}, starts[~blank], [])
@@ -155,9 +157,10 @@ def stripped(column: Any, ascii_only: bool) -> Any:
     return pa.array(values, pa.string())
 
 
-def _blank_rows(texts: dict[int, Any], block: bytes, begins: np.ndarray, stops: np.ndarray, delimiter: str, width: int) -> np.ndarray | None:
-    """Which rows hold only blank values (Python's reader skips them); None where none does.
-    Only rows blank in every column read can be; those few are read whole to tell."""
+def _blank_rows(texts: dict[int, Any], block: bytes, begins: np.ndarray, stops: np.ndarray) -> np.ndarray | None:
+    """Which rows are blank lines (white space alone: pyarrow reads one as a row of empty
+    values); None where none is. Only rows empty in every column read can be; those few are told
+    by their text."""
     import pyarrow.compute as pc
 
     blank = np.ones(len(begins), dtype=bool)
@@ -165,10 +168,8 @@ def _blank_rows(texts: dict[int, Any], block: bytes, begins: np.ndarray, stops: 
         blank &= pc.equal(pc.utf8_length(column), 0).to_numpy(zero_copy_only=False)
     if not blank.any():
         return None
-    if len(texts) < width:
-        for i in np.flatnonzero(blank).tolist():
-            row = next(csv.reader([block[begins[i] : stops[i]].decode("utf-8")], delimiter=delimiter), [])
-            blank[i] = all(not v.strip() for v in row)
+    for i in np.flatnonzero(blank).tolist():
+        blank[i] = not block[begins[i] : stops[i]].decode("utf-8").strip()
     return blank if blank.any() else None
 
 
@@ -195,7 +196,7 @@ def _row_ends(data: bytes, delimiter: str) -> np.ndarray | None:
     settled = quotes[quotes < ends[-1]] if len(ends) else quotes[:0]
     if len(settled) and not _quotes_clean(raw, settled, ord(delimiter)):
         return None
-    return ends
+    return np.asarray(ends, dtype=np.int64)
 
 
 def _quotes_clean(raw: np.ndarray, quotes: np.ndarray, delimiter: int) -> bool:
@@ -246,11 +247,13 @@ class _Chained(io.RawIOBase):
         return len(data)
 
 
-def _python(source: str, raw: io.RawIOBase, line: int, offset: int, head: Header, delimiter: str, wanted: list[int]) -> Iterator[TextColumns]:
+def _python(
+    source: str, raw: io.RawIOBase, line: int, offset: int, head: Header, delimiter: str, wanted: list[int]
+) -> Iterator[TextColumns]:
     """Rows read by Python's ``csv`` module, as shardkit always read them, in batches."""
     import pyarrow as pa
 
-    reader = csv.reader(io.TextIOWrapper(io.BufferedReader(raw), encoding="utf-8", newline=""), delimiter=delimiter)
+    text = io.TextIOWrapper(io.BufferedReader(raw), encoding="utf-8", newline="")
     width = len(head.names)
     values: list[list[str]] = [[] for _ in wanted]
     lines: list[int] = []
@@ -266,23 +269,40 @@ def _python(source: str, raw: io.RawIOBase, line: int, offset: int, head: Header
         return found
 
     try:
-        consumed = 0
-        for row in reader:
-            number, consumed = line + consumed, reader.line_num
-            if not row or all(not v.strip() for v in row):
+        number = line
+        for count, row in python_rows(text, delimiter):
+            number += count
+            if row is None:
                 continue
             if len(row) != width:
-                errors.append(EntryError(source, number, f"{len(row)} columns, but the header has {width}"))
+                errors.append(EntryError(source, number - count, f"{len(row)} columns, but the header has {width}"))
             else:
                 for out, i in zip(values, wanted, strict=True):
                     out.append(row[i].strip())
-                lines.append(number)
+                lines.append(number - count)
             if len(lines) + len(errors) >= PYTHON_ROWS:
                 yield batch()
     except UnicodeDecodeError as exc:
         raise ShardkitError(f"{source}: not UTF-8 text ({exc.reason} near byte {offset + exc.start})") from None
     if lines or errors:
         yield batch()
+
+
+def python_rows(lines: Iterable[str], delimiter: str) -> Iterator[tuple[int, list[str] | None]]:
+    """Python's ``csv`` reader over ``lines``: each row with the count of lines it takes (a
+    quoted field may hold line breaks); None for a blank line."""
+    taken: list[str] = []
+
+    def counted() -> Iterator[str]:
+        for text in lines:
+            taken.append(text)
+            yield text
+
+    for row in csv.reader(counted(), delimiter=delimiter):
+        count = len(taken)
+        blank = not "".join(taken).strip()
+        taken.clear()
+        yield count, None if blank else row
 
 
 def _decoded(source: str, data: bytes, final: bool) -> str:

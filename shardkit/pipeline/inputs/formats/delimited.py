@@ -11,7 +11,6 @@ again from the file. ``read_rows`` reads rows one by one (a config inferred from
 from __future__ import annotations
 
 import contextlib
-import csv
 import dataclasses
 from collections.abc import Iterator, Sequence
 from typing import IO, Any, ClassVar
@@ -20,7 +19,7 @@ import numpy as np
 
 from shardkit.errors import EntryError, ShardkitError
 from shardkit.pipeline.inputs.formats import csv_columns
-from shardkit.pipeline.inputs.formats.input_format import Piece, Row, TableBatch
+from shardkit.pipeline.inputs.formats.input_format import Piece, Row, TableBatch, found_at
 from shardkit.pipeline.inputs.formats.text_lines import TextFormat, explained
 from shardkit.storage import location
 
@@ -35,20 +34,19 @@ class Delimited(TextFormat):
 
     def text_rows(self, piece: Piece, lines: IO[str]) -> Iterator[Row | EntryError]:
         source = piece.path
-        reader = csv.reader(lines, delimiter=self.delimiter)
         names: tuple[str, ...] | None = None
-        consumed = 0
-        for values in reader:
-            number, consumed = consumed + 1, reader.line_num  # a row is named by the line it starts on
-            if not values or all(not v.strip() for v in values):
+        number = 1
+        for count, values in csv_columns.python_rows(lines, self.delimiter):
+            number += count  # a row is named by the line it starts on
+            if values is None:
                 continue
             if names is None:
                 names = tuple(v.strip() for v in values)
                 continue
             if len(values) != len(names):
-                yield EntryError(source, number, f"{len(values)} columns, but the header has {len(names)}")
+                yield EntryError(source, number - count, f"{len(values)} columns, but the header has {len(names)}")
                 continue
-            yield Row(source, number, tuple(v.strip() for v in values), names)
+            yield Row(source, number - count, tuple(v.strip() for v in values), names)
         if names is None:
             raise ShardkitError(f"{source}: empty file: a header row is needed")
 
@@ -78,9 +76,7 @@ class Delimited(TextFormat):
         ordered = wanted[order]
         parts = []
         for batch in self.read_tables(Piece(source), columns):
-            lines = batch.lines
-            at = np.searchsorted(lines, ordered)
-            hit = (at < len(lines)) & (lines[np.minimum(at, max(len(lines) - 1, 0))] == ordered) if len(lines) else np.zeros(len(ordered), dtype=bool)
+            at, hit = found_at(batch.lines, ordered)
             if hit.any():
                 parts.append({name: column.take(pa.array(at[hit])) for name, column in batch.columns.items()})
         found = sum(len(next(iter(p.values()))) for p in parts) if parts else 0

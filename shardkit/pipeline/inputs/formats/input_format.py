@@ -118,6 +118,17 @@ class TableBatch:
         return self.lines if self.lines is not None else np.arange(self.first, self.first + self.rows, dtype=np.int64)
 
 
+def found_at(numbered: Any, wanted: Any) -> tuple[Any, Any]:
+    """Where each of the sorted numbers ``wanted`` is in the sorted ``numbered`` (NumPy arrays),
+    and which are there at all."""
+    import numpy as np
+
+    at = np.searchsorted(numbered, wanted)
+    if not len(numbered):
+        return at, np.zeros(len(wanted), dtype=bool)
+    return at, (at < len(numbered)) & (numbered[np.minimum(at, len(numbered) - 1)] == wanted)
+
+
 @dataclasses.dataclass(frozen=True)
 class InputFormat:
     """One input format. ``name`` is kept in the build state of every OUT built with it: never
