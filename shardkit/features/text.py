@@ -55,6 +55,8 @@ class StringKind(FeatureKind):
     def native_column(self, spec: FeatureSpec, column: Any) -> bool:
         import pyarrow as pa
 
+        if type(self).typed is not StringKind.typed:  # a kind made from this one that types texts its own way
+            return False
         plain = columns.is_text(column) or pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type)
         return plain or (columns.is_list(column) and columns.is_text(column.flatten()))
 
