@@ -51,6 +51,10 @@ _INTEGER = r"^-?[0-9]{1,18}$"
 _DECIMAL = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
 
 
+_DIGITS = b"0123456789-"
+_DECIMALS = _DIGITS + b"+.eE"
+
+
 def parsed_text(column: Any, integer: bool) -> tuple[Any, np.ndarray]:
     """A text column's numbers, cast in Arrow (int64, or float64), 0 where a value is not plain
     decimal digits; and which values those are (NumPy mask), for ``typed`` to read one by one."""
@@ -58,11 +62,29 @@ def parsed_text(column: Any, integer: bool) -> tuple[Any, np.ndarray]:
     import pyarrow.compute as pc
 
     kind = pa.int64() if integer else pa.float64()
+    if column.null_count == 0 and not _text_bytes(column).tobytes().translate(None, _DIGITS if integer else _DECIMALS):
+        # Over these characters Arrow's grammar is Python's: a cast that succeeds read each as Python does.
+        try:
+            return pc.cast(column, kind), np.zeros(len(column), dtype=bool)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # '1e', '--1', past int64: told apart below
+            pass
     plain = pc.match_substring_regex(column, _INTEGER if integer else _DECIMAL).fill_null(False)
     other = ~np.asarray(plain.to_numpy(zero_copy_only=False))
     if not other.any():
         return pc.cast(column, kind), other
     return pc.cast(pc.if_else(plain, column, pa.scalar("0", column.type)), kind), other
+
+
+def _text_bytes(column: Any) -> np.ndarray:
+    """The UTF-8 bytes of a (string or large_string) column's values, end to end."""
+    import pyarrow as pa
+
+    _, offsets, data = column.buffers()
+    kind = np.int64 if pa.types.is_large_string(column.type) else np.int32
+    bounds = np.frombuffer(offsets, dtype=kind)[column.offset : column.offset + len(column) + 1]
+    if data is None or not len(bounds):
+        return np.zeros(0, dtype=np.uint8)
+    return np.frombuffer(data, dtype=np.uint8)[int(bounds[0]) : int(bounds[-1])]
 
 
 def suspect_rows(rows: np.ndarray, suspect: np.ndarray) -> np.ndarray:

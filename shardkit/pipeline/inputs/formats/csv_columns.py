@@ -84,30 +84,35 @@ def read(
         data = carry + more
         if not data:
             return
+        scan = _scan(data, delimiter, final=not more)
         if more:
-            ends = _row_ends(data, delimiter)
-            if ends is None:  # not RFC 4180 clean: the rest the Python way
+            if scan is None:  # not RFC 4180 clean: the rest the Python way
                 yield from _python(source, _Chained(data, handle), line, offset, head, delimiter, wanted)
                 return
+            ends, lfs = scan
             if not len(ends):  # one row longer than a block
                 carry = data
                 continue
-            block, carry = data[: int(ends[-1]) + 1], data[int(ends[-1]) + 1 :]
+            cut = int(ends[-1]) + 1
+            block, carry, scan = data[:cut], data[cut:], (ends, lfs[lfs < cut])
         else:
             block, carry = data, b""
-        yield _parsed(source, block, line, offset, head, delimiter, wanted)
-        line += block.count(b"\n") + block.count(b"\r") - block.count(b"\r\n")
+        yield _parsed(source, block, scan, line, offset, head, delimiter, wanted)
+        line += block.count(b"\n") if scan is None else len(scan[1])  # clean: every \r is a \r\n's
         offset += len(block)
         if not more:
             return
 
 
-def _parsed(source: str, block: bytes, line: int, offset: int, head: Header, delimiter: str, wanted: list[int]) -> TextColumns:
-    """One block of whole rows: by pyarrow where its line ends tell its rows, else by Python."""
+def _parsed(
+    source: str, block: bytes, scan: Scan | None, line: int, offset: int, head: Header, delimiter: str, wanted: list[int]
+) -> TextColumns:
+    """One block of whole rows (``scan``: its row ends and line ends): by pyarrow where its line
+    ends tell its rows, else by Python."""
     import pyarrow as pa
     import pyarrow.csv as pcsv
 
-    rows = _rows(block, line, delimiter)
+    rows = _rows(block, scan, line)
     if rows is not None:
         starts, begins, stops = rows
         names = [f"c{i}" for i in range(len(head.names))]
@@ -126,9 +131,11 @@ def _parsed(source: str, block: bytes, line: int, offset: int, head: Header, del
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # a row of the wrong width, bytes not UTF-8: Python names it
             table = None
         if table is not None and table.num_rows == len(starts):
-            ascii_only = not np.any(np.frombuffer(block, dtype=np.uint8) >= 0x7F)
-            texts = {i: stripped(table.column(f"c{i}").combine_chunks(), ascii_only) for i in dict.fromkeys(wanted)}
-            blank = _blank_rows(texts, block, begins, stops)
+            ascii_only, trims = block.isascii(), _may_strip(block, scan)
+            texts = {i: table.column(f"c{i}").combine_chunks() for i in dict.fromkeys(wanted)}
+            texts = {i: stripped(t, ascii_only) for i, t in texts.items()} if trims else texts
+            # A line of white space is one empty value, a row of empty values (a tab's), or a row pyarrow refused.
+            blank = _blank_rows(texts, block, begins, stops) if len(head.names) == 1 or delimiter.isspace() else None
             if blank is not None:
                 keep = pa.array(~blank)
                 return TextColumns({head.names[i]: texts[i].filter(keep) for i in wanted}, starts[~blank], [])
@@ -137,6 +144,15 @@ def _parsed(source: str, block: bytes, line: int, offset: int, head: Header, del
     if not parts:  # blank lines only
         return TextColumns({head.names[i]: pa.array([], pa.string()) for i in wanted}, np.zeros(0, dtype=np.int64), [])
     return parts[0] if len(parts) == 1 else _joined(parts)
+
+
+_SPACES = (b" ", b"\t", b"\x0b", b"\x0c", b"\x1c", b"\x1d", b"\x1e", b"\x1f")
+
+
+def _may_strip(block: bytes, scan: Scan | None) -> bool:
+    """Whether a value of ``block`` may begin or end with white space: a space character in it,
+    a line end inside a quoted value, or a character beyond ASCII."""
+    return not block.isascii() or scan is None or len(scan[1]) > len(scan[0]) or any(c in block for c in _SPACES)
 
 
 def stripped(column: Any, ascii_only: bool) -> Any:
@@ -183,9 +199,13 @@ def _joined(parts: list[TextColumns]) -> TextColumns:
     )
 
 
-def _row_ends(data: bytes, delimiter: str) -> np.ndarray | None:
+Scan = tuple[np.ndarray, np.ndarray]  # the offsets of a block's row ends, and of all its line ends
+
+
+def _scan(data: bytes, delimiter: str, final: bool) -> Scan | None:
     """The offsets of the line ends in ``data`` that end rows (an even count of quotes before
-    them); None where a quote sits where RFC 4180 puts none or a lone ``\\r`` ends a line."""
+    them), and of every line end; None where a quote sits where RFC 4180 puts none or a lone
+    ``\\r`` ends a line (up to the last row end, or to the end where ``data`` is the file's last)."""
     raw = np.frombuffer(data, dtype=np.uint8)
     crs = np.flatnonzero(raw[:-1] == _CR)
     if len(crs) and not np.all(raw[crs + 1] == _LF):
@@ -193,10 +213,10 @@ def _row_ends(data: bytes, delimiter: str) -> np.ndarray | None:
     quotes = np.flatnonzero(raw == _QUOTE)
     lfs = np.flatnonzero(raw == _LF)
     ends = lfs[np.searchsorted(quotes, lfs) % 2 == 0]
-    settled = quotes[quotes < ends[-1]] if len(ends) else quotes[:0]
+    settled = quotes if final else quotes[quotes < ends[-1]] if len(ends) else quotes[:0]
     if len(settled) and not _quotes_clean(raw, settled, ord(delimiter)):
         return None
-    return np.asarray(ends, dtype=np.int64)
+    return np.asarray(ends, dtype=np.int64), lfs
 
 
 def _quotes_clean(raw: np.ndarray, quotes: np.ndarray, delimiter: int) -> bool:
@@ -210,12 +230,14 @@ def _quotes_clean(raw: np.ndarray, quotes: np.ndarray, delimiter: int) -> bool:
     return bool(np.all(edges[before]) and np.all(edges[after]))
 
 
-def _rows(block: bytes, line: int, delimiter: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+def _rows(block: bytes, scan: Scan | None, line: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """Each non-empty row of ``block`` (whole rows): the line it starts on, its first byte and
     the byte after it; None where the block is not RFC 4180 clean."""
     raw = np.frombuffer(block, dtype=np.uint8)
-    ends = _row_ends(block, delimiter)
-    if ends is None or (len(ends) and int(ends[-1]) != len(block) - 1 and np.any(raw[int(ends[-1]) + 1 :] == _LF)):
+    if scan is None:
+        return None
+    ends, lfs = scan
+    if len(lfs) and (not len(ends) or int(ends[-1]) != int(lfs[-1])):
         return None  # a line end inside an open quote at the end of the file: Python says what it makes of it
     stops = ends.tolist()
     if len(block) and raw[-1] != _LF:
@@ -224,7 +246,7 @@ def _rows(block: bytes, line: int, delimiter: str) -> tuple[np.ndarray, np.ndarr
     begin = np.concatenate([[0], stop[:-1] + 1]).astype(np.int64)
     length = stop - begin
     empty = (length == 0) | ((length == 1) & (raw[np.minimum(begin, len(raw) - 1)] == _CR))
-    starts = line + np.searchsorted(np.flatnonzero(raw == _LF), begin)
+    starts = line + np.searchsorted(lfs, begin)
     return starts[~empty].astype(np.int64), begin[~empty], stop[~empty]
 
 
