@@ -11,7 +11,7 @@ removed once the build is finished; an OUT in a bucket is built from the Parquet
 
 from __future__ import annotations
 
-import functools
+import mmap
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -61,19 +61,11 @@ def taken(folder: str, source: int, path: str, numbers: Sequence[int], columns: 
     order = np.argsort(wanted, kind="stable")
     ordered = wanted[order]
     parts = []
-    try:
-        tables = [(first, _mapped(os.path.join(folder, name), os.getpid())) for first, name in files]
-    except (OSError, ValueError):  # a copy a power cut left unfinished: the table itself still holds the rows
-        return None
-    for first, table in tables:
-        if LINES in table.column_names:  # rows named by their lines: each found by its number
-            at, hit = found_at(table.column(LINES).to_numpy(), ordered)
-            if hit.any():
-                parts.append(table.select(list(columns)).take(pa.array(at[hit])))
-            continue
-        lo, hi = np.searchsorted(ordered, [first, first + table.num_rows])
-        if hi > lo:
-            parts.append(table.select(list(columns)).take(pa.array(ordered[lo:hi] - first)))
+    for first, name in files:
+        try:
+            parts += _taken_from(os.path.join(folder, name), first, ordered, list(columns))
+        except (OSError, ValueError):  # a copy a power cut left unfinished: the table itself still holds the rows
+            return None
     found = sum(len(p) for p in parts)
     if found != len(wanted):
         raise OSError(f"{folder}: the staged rows of {path} hold {found} of the {len(wanted)} rows asked for")
@@ -84,6 +76,24 @@ def taken(folder: str, source: int, path: str, numbers: Sequence[int], columns: 
     return TableBatch(path, 0, {name: table.column(name).combine_chunks() for name in columns})
 
 
+def _take(batch: Any, first: int, ordered: np.ndarray, columns: list[str], parts: list[Any]) -> int:
+    """The rows of ``ordered`` that ``batch`` (its rows from row ``first``, or numbered by a
+    column of lines) holds, copied out of it into ``parts``; the next batch's first row."""
+    import pyarrow as pa
+
+    if LINES in batch.schema.names:  # rows named by their lines: each found by its number
+        lines = np.array(batch.column(LINES))  # a copy: nothing may point into the map
+        lo, hi = np.searchsorted(ordered, [lines[0], lines[-1] + 1]) if len(lines) else (0, 0)
+        at, hit = found_at(lines, ordered[lo:hi])
+        rows = at[hit]
+    else:
+        lo, hi = np.searchsorted(ordered, [first, first + batch.num_rows])
+        rows = ordered[lo:hi] - first
+    if len(rows):
+        parts.append(pa.Table.from_batches([batch.select(columns)]).take(pa.array(rows)))  # a copy
+    return first + int(batch.num_rows)
+
+
 def _files(folder: str, source: int) -> list[tuple[int, str]]:
     """(first row, file name) of each staged piece of ``source``, in row order."""
     if "://" in folder or not os.path.isdir(folder):
@@ -92,9 +102,18 @@ def _files(folder: str, source: int) -> list[tuple[int, str]]:
     return sorted((int(n[len(prefix) : -len(SUFFIX)]), n) for n in os.listdir(folder) if n.startswith(prefix) and n.endswith(SUFFIX))
 
 
-@functools.lru_cache(maxsize=64)
-def _mapped(path: str, pid: int) -> Any:
-    """A staged file, memory-mapped once per process: its pages are read as rows are taken."""
+def _taken_from(path: str, first: int, ordered: np.ndarray, columns: list[str]) -> list[Any]:
+    """The rows numbered ``ordered`` (sorted) that the staged file ``path`` (its rows from row
+    ``first``, or numbered by a column of lines) holds, in order. The file is memory-mapped, its
+    pages read as rows are taken and let go after each batch: a worker's memory holds one batch's
+    pages, however large the table (a shuffled shard takes rows from every part of it)."""
     import pyarrow as pa
 
-    return pa.ipc.open_file(pa.memory_map(path)).read_all()  # the map stays open while the table is used
+    parts: list[Any] = []
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        reader = pa.ipc.open_file(pa.py_buffer(mapped))
+        for i in range(reader.num_record_batches):
+            first = _take(reader.get_batch(i), first, ordered, columns, parts)
+            mapped.madvise(mmap.MADV_DONTNEED)
+        del reader  # nothing may point into the map when it closes
+    return parts
