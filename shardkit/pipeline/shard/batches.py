@@ -130,9 +130,8 @@ class BatchMaker:
             batch = staged_rows.taken(staged, source, found.path, rows, named) if named is not None else None
             batch = batch if batch is not None else found.format.table_at(found.path, rows, named)
             names = found.names or ()  # every column has a name here: planning refused a position past them
-            parts.append(
-                (where, [None if s.column == IDENTITY_COLUMN else batch.columns[column_name(s, names)] for s in self.config.features])  # type: ignore[index]
-            )
+            known = [None if s.column == IDENTITY_COLUMN else column_name(s, names, self.config.columns) for s in self.config.features]
+            parts.append((where, [None if name is None else batch.columns[name] for name in known]))
         back = np.argsort(np.concatenate([where for where, _ in parts]), kind="stable")
         out: list[Any] = []
         for i, spec in enumerate(self.config.features):
