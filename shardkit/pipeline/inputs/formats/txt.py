@@ -114,11 +114,12 @@ class Txt(TextFormat):
         if not len(ends) or ends[-1] != len(block):
             ends = np.append(ends, len(block))
         offsets = np.concatenate([[0], ends]).astype(np.int32)
-        lines = pa.StringArray.from_buffers(len(ends), pa.py_buffer(offsets), pa.py_buffer(block))
-        words = pc.ascii_split_whitespace(lines)
+        lines = pc.ascii_trim_whitespace(pa.StringArray.from_buffers(len(ends), pa.py_buffer(offsets), pa.py_buffer(block)))
+        words = pc.ascii_split_whitespace(lines)  # of a trimmed line: no empty word but a blank line's one
         counts = pc.list_value_length(words).to_numpy(zero_copy_only=False)
-        comments = pc.starts_with(pc.ascii_ltrim_whitespace(lines), "#").to_numpy(zero_copy_only=False)
-        data = np.flatnonzero((counts > 0) & ~comments)
+        blank = pc.equal(pc.binary_length(lines), 0).to_numpy(zero_copy_only=False)
+        comments = pc.starts_with(lines, "#").to_numpy(zero_copy_only=False)
+        data = np.flatnonzero(~blank & ~comments)
         numbers = line + data
         if width is None and len(data):
             width = (int(counts[data[0]]), int(numbers[0]))
