@@ -17,6 +17,7 @@ from shardkit.errors import EntryError, ShardkitError
 from shardkit.pipeline.inputs.formats import csv_columns
 from shardkit.pipeline.inputs.formats.input_format import Piece, Row, TableBatch
 from shardkit.pipeline.inputs.formats.text_lines import TextFormat
+from shardkit.storage import location
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,16 +50,31 @@ class Delimited(TextFormat):
         with self.opened(path) as handle:
             return csv_columns.header(path, handle, self.delimiter).names
 
-    def read_tables(self, piece: Piece, columns: Sequence[str] | None) -> Iterator[TableBatch]:
-        """The file's rows as batches of text columns (None: every column), numbered by line."""
-        with self.opened(piece.path) as handle:
-            head = csv_columns.header(piece.path, handle, self.delimiter)
+    def cut(self, path: str, piece_bytes: int) -> list[Piece]:
+        """Pieces of whole rows, of about ``piece_bytes``; those after the first carry the header."""
+        size = location.size(path)
+        if size is None or size <= piece_bytes:
+            return super().cut(path, piece_bytes)
+        with self.opened(path) as handle:
+            head = csv_columns.header(path, handle, self.delimiter)
             handle.seek(head.offset)
+            found = csv_columns.cut(handle, head, self.delimiter, piece_bytes)
+        return [Piece(path) if i == 0 and stop is None else Piece(path, 0 if i == 0 else start, stop, line, None if i == 0 else head)
+                for i, (start, stop, line) in enumerate(found)]  # fmt: skip
+
+    def read_tables(self, piece: Piece, columns: Sequence[str] | None) -> Iterator[TableBatch]:
+        """The piece's rows as batches of text columns (None: every column), numbered by line."""
+        with self.opened(piece.path) as handle:
+            head = piece.context if piece.start else csv_columns.header(piece.path, handle, self.delimiter)
+            handle.seek(head.offset if not piece.start else piece.start)
             wanted = list(dict.fromkeys(head.names)) if columns is None else list(columns)
             for name in wanted:
                 if name not in head.names:
                     raise ShardkitError(f"{piece.path}: no column {name!r} (columns: {', '.join(head.names)})")
-            for found in csv_columns.read(piece.path, handle, head, self.delimiter, wanted):
+            if piece.start:
+                head = dataclasses.replace(head, offset=piece.start, line=piece.first_line)
+            limit = None if piece.stop is None else piece.stop - head.offset
+            for found in csv_columns.read(piece.path, handle, head, self.delimiter, wanted, limit=limit):
                 yield TableBatch(piece.path, 0, found.columns, found.lines, tuple(found.errors))
 
 
