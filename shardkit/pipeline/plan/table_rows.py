@@ -162,7 +162,7 @@ def _spool(spool: Spool, keys: np.ndarray, source: int, numbers: np.ndarray) -> 
 _HEX = np.frombuffer(b"".join(b"%02x" % i for i in range(256)), dtype=np.uint8).reshape(256, 2)
 
 
-def _plan_lines(keys: np.ndarray, source: int, numbers: np.ndarray) -> tuple[bytes, list[int]]:
+def _plan_lines(keys: np.ndarray, source: int, numbers: np.ndarray) -> tuple[memoryview, list[int]]:
     """``KEY\\tSOURCE\\tROW\\t\\n`` for each row, end to end, and where each line starts (and the last ends)."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -175,7 +175,7 @@ def _plan_lines(keys: np.ndarray, source: int, numbers: np.ndarray) -> tuple[byt
     _, offsets, data = lines.buffers()
     bounds = np.frombuffer(offsets, dtype=np.int32)[: count + 1]
     start = int(bounds[0]) if count else 0
-    return (data.to_pybytes()[start : int(bounds[-1])] if count else b""), (bounds - start).tolist()
+    return (memoryview(data)[start : int(bounds[-1])] if count else memoryview(b"")), (bounds - start).tolist()
 
 
 def _sample(

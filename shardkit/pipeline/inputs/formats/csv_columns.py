@@ -114,17 +114,16 @@ def read(
     ``limit``: the bytes to read, where a piece of the file ends (at a row's end)."""
     wanted = [head.names.index(name) for name in columns]  # a repeated name: its first column, as Row.get
     line, offset, carry = head.line, head.offset, b""
-    if limit is not None:
-        handle = _Limited(handle, limit)
+    reader: Any = handle if limit is None else _Limited(handle, limit)
     while True:
-        more = handle.read(block_bytes)
+        more = reader.read(block_bytes)
         data = carry + more
         if not data:
             return
         scan = _scan(data, delimiter, final=not more)
         if more:
             if scan is None:  # not RFC 4180 clean: the rest the Python way
-                yield from _python(source, _Chained(data, handle), line, offset, head, delimiter, wanted)
+                yield from _python(source, _Chained(data, reader), line, offset, head, delimiter, wanted)
                 return
             ends, lfs = scan
             if not len(ends):  # one row longer than a block

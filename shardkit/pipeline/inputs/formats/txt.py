@@ -23,7 +23,7 @@ from shardkit.pipeline.inputs.formats.input_format import Piece, Row, TableBatch
 from shardkit.pipeline.inputs.formats.text_lines import TextFormat
 from shardkit.storage import location
 
-BLOCK_BYTES = 4 << 20  # bytes of lines read at once
+BLOCK_BYTES = 1 << 20  # bytes of lines read at once
 _ODD_BYTES = (b"\x1c", b"\x1d", b"\x1e", b"\x1f")  # white space to Python's split, not to Arrow's ASCII split
 
 
