@@ -8,7 +8,9 @@
 The defaults are the issue's sizes (1,000,000 rows; 2,000,000 index lines over 200 tiny files). The
 data is kept under --data and reused by later runs (the tiny files grow to the largest count asked
 for; with --tiny-files 0 every index line has its own file, as issue 25 measured: at 2,000,000 that
-is about 8.5 GB of disk and 2M inodes, each tiny file filling a 4 kB block). Small sizes flatter
+is about 8.5 GB of disk and 2M inodes, each tiny file filling a 4 kB block). Each run writes its
+outputs under --data/out-PID and removes them at its end, so runs may share --data; but one asking
+for another --tiny or --tiny-files rewrites the shared train_index.txt. Small sizes flatter
 shardkit: the Example baselines' time includes TensorFlow's import (about 3 s here). Each round runs
 every contender as a child process started as a user starts it, the order reversed every other
 round; every process of each is polled for its peak RSS (VmHWM; a poll every 50 ms costs this
@@ -230,8 +232,9 @@ def make_tiny(folder: Path, lines: int, files: int, workers: int) -> Path:
             pool.starmap(_write_tiny, [(str(folder), a, b) for a, b in itertools.pairwise(cuts)])
         made_file.write_text(str(files))
     if not (indexed_file.exists() and indexed_file.read_text() == f"{lines} {files}"):
-        with index.open("w") as f:
+        with (folder / f".index-{os.getpid()}").open("w") as f:
             f.writelines(f"{tiny_path(i % files)} {i % 10}\n" for i in range(lines))
+        os.replace(f.name, index)  # whole: a run reading the old one keeps reading it
         indexed_file.write_text(f"{lines} {files}")
     return index
 
@@ -244,7 +247,7 @@ def bench_rows(args: argparse.Namespace, work: Path, kind: str) -> None:
     make_table(folder, args.rows)
     source = folder / f"train.{kind}"
     contenders = ["shardkit", "baseline"] + (["arrow"] if args.arrow_baseline and kind != "parquet" else [])
-    outputs = {who: work / f"out-{who}" for who in contenders}
+    outputs = {who: args.out / who for who in contenders}
     commands = {
         "shardkit": [sys.executable, "-m", "shardkit.cli", "build", str(source), "-o", str(outputs["shardkit"]),
                      "-c", str(folder / "table.yaml"), "-w", str(args.workers), "-q"],
@@ -279,7 +282,7 @@ def bench_tiny(args: argparse.Namespace, work: Path) -> None:
     index = make_tiny(work / "tiny", args.tiny, files, args.workers)
     mean = statistics.mean(os.path.getsize(index.parent / tiny_path(i)) for i in range(0, files, max(1, files // 1000)))
     contenders = ["shardkit", "baseline"] + (["example"] if args.tiny_example else [])
-    outputs = {who: work / f"out-{who}" for who in contenders}
+    outputs = {who: args.out / who for who in contenders}
     commands = {
         "shardkit": [sys.executable, "-m", "shardkit.cli", "build", str(index), "-o", str(outputs["shardkit"]),
                      "-c", str(PASSTHROUGH), "-w", str(args.workers), "-q"],
@@ -330,6 +333,7 @@ def main() -> None:
     if unknown := set(kinds) - set(TARGETS):
         parser.error(f"--input: {', '.join(sorted(unknown))} is not one of parquet, csv, jsonl")
     args.data.mkdir(parents=True, exist_ok=True)
+    args.out = args.data / f"out-{os.getpid()}"  # this run's: another run may share the data folder
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up lines, in the checks and the baselines' logs
     load = os.getloadavg()
     print(f"# {os.cpu_count()} cores; load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}", flush=True)
@@ -340,8 +344,7 @@ def main() -> None:
         if args.only in (None, "tiny"):
             bench_tiny(args, args.data)
     finally:
-        for name in ("shardkit", "baseline", "arrow", "example"):  # outputs are a run's, the data is kept
-            shutil.rmtree(args.data / f"out-{name}", ignore_errors=True)
+        shutil.rmtree(args.out, ignore_errors=True)  # outputs are a run's, the data is kept
     load = os.getloadavg()
     print(f"\n# load average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
 
