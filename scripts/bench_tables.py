@@ -283,13 +283,12 @@ def bench_tiny(args: argparse.Namespace, work: Path) -> None:
     mean = statistics.mean(os.path.getsize(index.parent / tiny_path(i)) for i in range(0, files, max(1, files // 1000)))
     contenders = ["shardkit", "baseline"] + (["example"] if args.tiny_example else [])
     outputs = {who: args.out / who for who in contenders}
+    loops = {"baseline": BASELINE_FRAME, "example": BASELINE_TINY_EXAMPLE}
     commands = {
         "shardkit": [sys.executable, "-m", "shardkit.cli", "build", str(index), "-o", str(outputs["shardkit"]),
                      "-c", str(PASSTHROUGH), "-w", str(args.workers), "-q"],
-        "baseline": [sys.executable, "-c", BASELINE_FRAME, str(index), str(outputs["baseline"] / "train.tfrecord")],
-        "example": [sys.executable, "-c", BASELINE_TINY_EXAMPLE, str(index), str(outputs["example"] / "train.tfrecord")],
     }  # fmt: skip
-    commands = {who: commands[who] for who in contenders}
+    commands |= {who: [sys.executable, "-c", loops[who], str(index), str(outputs[who] / "train.tfrecord")] for who in contenders[1:]}
     names = {
         "baseline": "(a) read + label + CRC32C framing loop, 1 process, no TensorFlow",
         "shardkit": f"(b) shardkit build -c passthrough.yaml -w {args.workers}",
@@ -332,6 +331,7 @@ def main() -> None:
     kinds = args.input.split(",")
     if unknown := set(kinds) - set(TARGETS):
         parser.error(f"--input: {', '.join(sorted(unknown))} is not one of parquet, csv, jsonl")
+    args.data = args.data.resolve()  # the contenders run in the repository's root
     args.data.mkdir(parents=True, exist_ok=True)
     args.out = args.data / f"out-{os.getpid()}"  # this run's: another run may share the data folder
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up lines, in the checks and the baselines' logs

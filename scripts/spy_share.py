@@ -4,12 +4,12 @@
     py-spy record --subprocesses --format raw -r 200 -o spy.txt -- python -m shardkit.cli build ...
     python scripts/spy_share.py spy.txt --rate 200 --lines 2000000 [--stage NAME=FUNCTION ...] [--top 20]
 
-A raw profile holds one line per distinct stack, ``frame;frame;... COUNT``, the first frame naming
-the process where --subprocesses was given. Processes are grouped by their command line (the
-build's parent, its pool processes). For each group: its samples as seconds (COUNT / rate; a
+A raw profile holds one line per distinct stack, ``frame;frame;... COUNT``, the first frames naming
+the process (and the child of it) where --subprocesses was given. Processes are grouped: the
+build's parent, the planning pool's processes, the shard workers. For each group: its samples as seconds (COUNT / rate; a
 sample is taken only of a thread that is running, so this is near its CPU time) and microseconds
 per line; then each ``--stage`` (a stack is counted in the first stage, in the order given,
-whose FUNCTION is in it: give the innermost first), and the ``--top`` functions by own time.
+whose FUNCTION is in it, by its name or a part of its dotted name: give the innermost first), and the ``--top`` functions by own time.
 """
 
 from __future__ import annotations
@@ -22,10 +22,17 @@ from pathlib import Path
 FRAME = re.compile(r"^(?P<function>[^ ]+) \((?P<file>[^:]+)(:\d+)?\)$")
 
 
-def group_of(process: str) -> str:
-    if "multiprocessing" in process or "forkserver" in process or "spawn_main" in process:
-        return "pool processes"
-    return "parent (the build)"
+def group_of(frames: list[str], names: list[str]) -> str:
+    """The parent, or which of its pools a child (a second ``process`` frame) belongs to."""
+    if not frames[0].startswith("process "):
+        return "all"
+    if len(frames) < 2 or not frames[1].startswith("process "):
+        return "parent (the build)"
+    if "_plan_job" in names:
+        return "planning pool processes"
+    if "write_shard" in names:
+        return "shard workers"
+    return "pool processes, other (start-up, waiting for work)"
 
 
 def main() -> None:
@@ -46,13 +53,14 @@ def main() -> None:
             continue
         count = int(count_text)
         frames = stack.split(";")
-        group = group_of(frames[0]) if frames[0].startswith("process ") else "all"
         names = []
         for frame in frames:
             match = FRAME.match(frame)
             names.append(match["function"] if match else frame)
+        group = group_of(frames, names)
         totals[group] += count
-        stage = next((name for name, functions in stages if functions & set(names)), "other")
+        parts = {part for name in names for part in (name, *name.split("."))}  # Fetcher._urls.<locals>.<listcomp>: _urls
+        stage = next((name for name, functions in stages if functions & parts), "other")
         by_stage[group][stage] += count
         leaf = frames[-1]
         match = FRAME.match(leaf)
