@@ -1,49 +1,53 @@
 #!/usr/bin/env python3
-"""Tables and tiny records (issue 25): shardkit against the one-process loop a user writes, same data, one run.
+"""Tables and tiny records (issues 25 and 32): shardkit against the one-process loop a user writes, same data, one run.
 
-    python scripts/bench_tables.py [--rows 1000000] [--tiny 2000000] [--input parquet|csv] [--only rows|tiny]
+    python scripts/bench_tables.py [--rows 1000000] [--input csv,jsonl,parquet] [--arrow-baseline]
+                                   [--tiny 2000000] [--tiny-files 200] [--tiny-example] [--only rows|tiny]
                                    [--rounds 3] [--workers 2] [--data /tmp/shardkit-bench-tables]
 
-The defaults are the issue's sizes (1,000,000 rows; 2,000,000 tiny files). At them the data takes
-about 8.5 GB of disk and 2M inodes (each tiny file fills a 4 kB block) and a few minutes to make
-once; it is kept under --data and reused by later runs (the tiny files grow to the largest --tiny
-asked for). Small sizes flatter shardkit: each baseline's time includes TensorFlow's import (about
-3 s here), most of the baseline's time at 50,000 tiny files. Each round runs both contenders as
-child processes started as a user starts them, in alternating order; every process of each is
-polled for its peak RSS (VmHWM; a poll every 50 ms costs this process about 3 % of a core, in
-both contenders' runs), and its CPU seconds are those of all its processes.
+The defaults are the issue's sizes (1,000,000 rows; 2,000,000 index lines over 200 tiny files). The
+data is kept under --data and reused by later runs (the tiny files grow to the largest count asked
+for; with --tiny-files 0 every index line has its own file, as issue 25 measured: at 2,000,000 that
+is about 8.5 GB of disk and 2M inodes, each tiny file filling a 4 kB block). Each run writes its
+outputs under --data/out-PID and removes them at its end, so runs may share --data; but one asking
+for another --tiny or --tiny-files rewrites the shared train_index.txt. Small sizes flatter
+shardkit: the Example baselines' time includes TensorFlow's import (about 3 s here). Each round runs
+every contender as a child process started as a user starts it, the order reversed every other
+round; every process of each is polled for its peak RSS (VmHWM; a poll every 50 ms costs this
+process about 3 % of a core, in every contender's run), and its CPU seconds are those of all its
+processes. The load average is printed before and after: the figures mean little on a busy machine.
 
-rows: --rows rows of f0..f7 (float64, normal), label (int64, 0..9) and name (`item-0000042`),
-      as train.parquet (pyarrow, row groups of 64k rows) and the same table as train.csv.
-  (a) baseline: `pyarrow.parquet.read_table` (`pyarrow.csv.read_csv` with --input csv), then per
-      row of `to_pylist()` a `tf.train.Example` (floats as FloatList, label Int64List, name
-      BytesList) written by `tf.io.TFRecordWriter`; TensorFlow's import included.
-  (b) `shardkit build train.parquet -o OUT -c table.yaml -w W` (train.csv with --input csv),
-      the config mapping each column to a float, int64 or string feature.
-  Targets: baseline / shardkit wall time >= 5x; shardkit's largest process <= 250 MB.
-tiny: --tiny 5x5 RGB noise PNGs (about 150 bytes), 10,000 to a folder, and train_index.txt of
-      `images/0004/0042042.png 2` lines.
-  (a) baseline: per index line, read the file and write a `tf.train.Example` (image bytes + label)
-      with `tf.io.TFRecordWriter`; TensorFlow's import included.
+rows: --rows rows of f0..f7 (float64, normal), label (int64, 0..9) and name (`item-0000042`), as
+      train.parquet (pyarrow, row groups of 64k rows), train.csv (pyarrow's write_csv) and train.jsonl
+      (`json.dumps` of each row's dict). One benchmark per --input (a comma list), each against:
+  (a) baseline, the loop a user writes, TensorFlow's import included, a `tf.train.Example` per row
+      (floats as FloatList, label Int64List, name BytesList) written by `tf.io.TFRecordWriter`:
+      csv: `csv.reader`, values typed by float() and int(); jsonl: `json.loads` per line;
+      parquet: `pyarrow.parquet.read_table` then `to_pylist()`.
+  (c) with --arrow-baseline (csv and jsonl): pyarrow's `read_csv` / `read_json` then `to_pylist()`,
+      the same loop (the baseline issue 25 measured CSV against).
+  (b) `shardkit build train.EXT -o OUT -c table.yaml -w W`, the config mapping each column to a float,
+      int64 or string feature.
+  Targets (issue 32): csv >= 5x, jsonl >= 4x the baseline's wall time; shardkit's largest process <= 250 MB.
+tiny: 5x5 RGB noise PNGs (about 148 bytes), 10,000 to a folder, and train_index.txt of --tiny
+      `images/0000/0000042.png 2` lines, line i naming file i % --tiny-files (lines repeat files: the
+      files stay in the page cache), its label i % 10.
+  (a) baseline, the least work a writer can do, one process, no TensorFlow: per index line, read the
+      file, append the label as 8 bytes (little-endian int64), frame it as a TFRecord (length, masked
+      CRC32C of the length, data, masked CRC32C of the data; `crc32c`, the package shardkit uses) and
+      write it to one buffered file. No tf.train.Example.
+  (c) with --tiny-example: issue 25's baseline, a `tf.train.Example` (image bytes + label) per line
+      written by `tf.io.TFRecordWriter`, TensorFlow's import included.
   (b) `shardkit build train_index.txt -o OUT -c configs/passthrough.yaml -w W` (the bytes untouched).
-  Target: shardkit's records/s >= 1.5x the baseline's.
+  Target (issue 32): shardkit's records/s >= 1.5x the baseline's (a).
 
 shardkit runs with its defaults (shuffled shards, a source_id feature, .idx sidecars, each shard
 fsynced); the baselines write one file and do none of that. The outputs are checked after the
-rounds: the same record count, and a few records of each decoded with TensorFlow equal their
-source row (floats as float32) or file. Printed, per benchmark (medians of the rounds; largest
-MB: the peak RSS of the contender's largest process, the largest of the rounds):
-
-    round 1: shardkit    5.46 s   baseline    5.71 s
-    rows: 1,000,000 rows x 10 columns, train.parquet, median of 3     wall s    CPU s     rows/s  largest MB
-    (a) read_table + tf.train.Example loop, 1 process                    ...      ...        ...         ...
-    (b) shardkit build -c table.yaml -w 2                                ...      ...        ...         ...
-    shardkit's peak RSS: parent ... MB, its 4 processes ..., ... MB (the round with the largest)
-    baseline / shardkit wall time: ...x (target >= 5x); shardkit's largest process ... MB (target <= 250 MB)
-    check: 1,000,000 records in each output; 9 records decoded with TensorFlow match their source
-
-and the same for tiny (`tiny: 2,000,000 PNGs of 148 bytes on average`, records/s), ending with
-`shardkit / baseline records/s: ...x (target >= 1.5x)`.
+rounds: the same record count, and a few records of each read back with TensorFlow equal their
+source row (floats as float32) or file (+ label). Printed, per benchmark: each round's wall times,
+then a table of medians (best: the fastest round; us/item: median wall time per row or line;
+largest MB: the peak RSS of the contender's largest process, the largest of the rounds), shardkit's
+processes' peak RSS, `(a) / shardkit wall time: ...x (target ...)` for each baseline, and the check.
 """
 
 from __future__ import annotations
@@ -51,41 +55,108 @@ from __future__ import annotations
 import argparse
 import io
 import itertools
+import json
 import os
 import shutil
 import statistics
+import struct
 import sys
-from collections.abc import Callable
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from bench_common import checked, example_features, ratios, rounds, table
 from PIL import Image
-from process_tree import ROOT, measured
+from process_tree import ROOT
 
 PASSTHROUGH = ROOT / "configs" / "passthrough.yaml"
 FLOATS = [f"f{i}" for i in range(8)]
 PER_FOLDER = 10_000  # tiny files to a folder: large folders slow every lookup in them
+TARGETS = {"csv": "target >= 5x", "jsonl": "target >= 4x", "parquet": "target >= 5x"}
 
-BASELINE_ROWS = r"""
+EXAMPLE = r"""
 import sys
-import pyarrow.csv
-import pyarrow.parquet as pq
 import tensorflow as tf
 
+Feature, FloatList, Int64List, BytesList = tf.train.Feature, tf.train.FloatList, tf.train.Int64List, tf.train.BytesList
+FLOATS = [f"f{i}" for i in range(8)]
+
+
+def example(floats, label, name):
+    feature = {k: Feature(float_list=FloatList(value=[v])) for k, v in zip(FLOATS, floats)}
+    feature["label"] = Feature(int64_list=Int64List(value=[label]))
+    feature["name"] = Feature(bytes_list=BytesList(value=[name.encode()]))
+    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+
 source, out = sys.argv[1:]
-table = pq.read_table(source) if source.endswith(".parquet") else pyarrow.csv.read_csv(source)
-floats = [f"f{i}" for i in range(8)]
-with tf.io.TFRecordWriter(out) as writer:
-    for row in table.to_pylist():
-        feature = {k: tf.train.Feature(float_list=tf.train.FloatList(value=[row[k]])) for k in floats}
-        feature["label"] = tf.train.Feature(int64_list=tf.train.Int64List(value=[row["label"]]))
-        feature["name"] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[row["name"].encode()]))
-        writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
 """
 
-BASELINE_TINY = r"""
+CSV_LOOP = r"""
+import csv
+
+with open(source, newline="") as f, tf.io.TFRecordWriter(out) as writer:
+    rows = csv.reader(f)
+    header = next(rows)
+    at = [header.index(k) for k in FLOATS]
+    label, name = header.index("label"), header.index("name")
+    for row in rows:
+        writer.write(example([float(row[i]) for i in at], int(row[label]), row[name]))
+"""
+JSONL_LOOP = r"""
+import json
+
+with open(source) as lines, tf.io.TFRecordWriter(out) as writer:
+    for line in lines:
+        row = json.loads(line)
+        writer.write(example([row[k] for k in FLOATS], row["label"], row["name"]))
+"""
+ARROW_LOOP = r"""
+import pyarrow.csv
+import pyarrow.json
+import pyarrow.parquet
+
+read = {"parquet": pyarrow.parquet.read_table, "csv": pyarrow.csv.read_csv, "jsonl": pyarrow.json.read_json}
+table = read[source.rsplit(".", 1)[1]](source)
+with tf.io.TFRecordWriter(out) as writer:
+    for row in table.to_pylist():
+        writer.write(example([row[k] for k in FLOATS], row["label"], row["name"]))
+"""
+BASELINE_ROWS = {"csv": EXAMPLE + CSV_LOOP, "jsonl": EXAMPLE + JSONL_LOOP, "arrow": EXAMPLE + ARROW_LOOP, "parquet": EXAMPLE + ARROW_LOOP}
+BASELINE_NAMES = {
+    "csv": "csv.reader + tf.train.Example loop, 1 process",
+    "jsonl": "json.loads + tf.train.Example loop, 1 process",
+    "parquet": "read_table + tf.train.Example loop, 1 process",
+}
+
+BASELINE_FRAME = r"""
+import os
+import struct
+import sys
+
+import crc32c
+
+index, out = sys.argv[1:]
+folder = os.path.dirname(index)
+u64, u32, i64 = struct.Struct("<Q").pack, struct.Struct("<I").pack, struct.Struct("<q").pack
+
+
+def masked(data):
+    crc = crc32c.crc32c(data)
+    return u32((((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF)
+
+
+with open(index) as lines, open(out, "wb") as writer:
+    for line in lines:
+        path, label = line.split()
+        with open(os.path.join(folder, path), "rb") as f:
+            data = f.read() + i64(int(label))
+        length = u64(len(data))
+        writer.write(length + masked(length) + data + masked(data))
+"""
+
+BASELINE_TINY_EXAMPLE = r"""
 import os
 import sys
 import tensorflow as tf
@@ -107,25 +178,31 @@ with open(index) as lines, tf.io.TFRecordWriter(out) as writer:
 
 # ----------------------------------------------------------------------------- data
 def make_table(folder: Path, rows: int) -> None:
-    """train.parquet, the same table as train.csv, and the config mapping its columns (once per size)."""
+    """train.parquet, the same table as train.csv and train.jsonl, and the config mapping its columns
+    (once per size; a file missing from an earlier run's folder is added)."""
     import pyarrow as pa
     import pyarrow.csv
     import pyarrow.parquet as pq
 
-    if (folder / ".complete").exists():
-        return
     folder.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(0)
-    columns: dict[str, Any] = {name: rng.standard_normal(rows) for name in FLOATS}
-    columns["label"] = rng.integers(0, 10, rows)
-    columns["name"] = pa.array([f"item-{i:07d}" for i in range(rows)])
-    table = pa.table(columns)
-    pq.write_table(table, folder / "train.parquet", row_group_size=64 * 1024)
-    pyarrow.csv.write_csv(table, folder / "train.csv")  # floats as their shortest round-tripping text
-    features = [f"  {name}: {{kind: float, column: {name}}}" for name in FLOATS]
-    features += ["  label: {kind: int64, column: label}", "  name: {kind: string, column: name}"]
-    (folder / "table.yaml").write_text("features:\n" + "\n".join(features) + "\n")
-    (folder / ".complete").write_text("ok")
+    parquet = folder / "train.parquet"
+    if not (folder / ".complete").exists():
+        rng = np.random.default_rng(0)
+        columns: dict[str, Any] = {name: rng.standard_normal(rows) for name in FLOATS}
+        columns["label"] = rng.integers(0, 10, rows)
+        columns["name"] = pa.array([f"item-{i:07d}" for i in range(rows)])
+        table = pa.table(columns)
+        pq.write_table(table, parquet, row_group_size=64 * 1024)
+        pyarrow.csv.write_csv(table, folder / "train.csv")  # floats as their shortest round-tripping text
+        features = [f"  {name}: {{kind: float, column: {name}}}" for name in FLOATS]
+        features += ["  label: {kind: int64, column: label}", "  name: {kind: string, column: name}"]
+        (folder / "table.yaml").write_text("features:\n" + "\n".join(features) + "\n")
+        (folder / ".complete").write_text("ok")
+    if not (folder / ".jsonl-complete").exists():
+        with (folder / "train.jsonl").open("w") as f:
+            for batch in pq.ParquetFile(parquet).iter_batches(batch_size=64 * 1024):
+                f.writelines(json.dumps(row) + "\n" for row in batch.to_pylist())
+        (folder / ".jsonl-complete").write_text("ok")
 
 
 def tiny_path(i: int) -> str:
@@ -143,114 +220,56 @@ def _write_tiny(folder: str, start: int, stop: int) -> None:
             f.write(buffer.getvalue())
 
 
-def make_tiny(folder: Path, count: int, workers: int) -> Path:
-    """At least ``count`` tiny PNGs under ``folder`` (adding to those made before) and an index of the first ``count``."""
+def make_tiny(folder: Path, lines: int, files: int, workers: int) -> Path:
+    """At least ``files`` tiny PNGs under ``folder`` (adding to those made before) and an index of
+    ``lines`` lines, line i naming file i % files."""
     folder.mkdir(parents=True, exist_ok=True)
     made_file, indexed_file, index = folder / ".made", folder / ".indexed", folder / "train_index.txt"
     made = int(made_file.read_text()) if made_file.exists() else 0
-    if made < count:
-        cuts = [made, *range((made // PER_FOLDER + 1) * PER_FOLDER, count, PER_FOLDER), count]
+    if made < files:
+        cuts = [made, *range((made // PER_FOLDER + 1) * PER_FOLDER, files, PER_FOLDER), files]
         with get_context("fork").Pool(workers) as pool:
             pool.starmap(_write_tiny, [(str(folder), a, b) for a, b in itertools.pairwise(cuts)])
-        made_file.write_text(str(count))
-    if not (indexed_file.exists() and int(indexed_file.read_text()) == count):
-        with index.open("w") as f:
-            f.writelines(f"{tiny_path(i)} {i % 10}\n" for i in range(count))
-        indexed_file.write_text(str(count))
+        made_file.write_text(str(files))
+    if not (indexed_file.exists() and indexed_file.read_text() == f"{lines} {files}"):
+        with (folder / f".index-{os.getpid()}").open("w") as f:
+            f.writelines(f"{tiny_path(i % files)} {i % 10}\n" for i in range(lines))
+        os.replace(f.name, index)  # whole: a run reading the old one keeps reading it
+        indexed_file.write_text(f"{lines} {files}")
     return index
 
 
-# ----------------------------------------------------------------------------- runs
-def rounds(commands: dict[str, list[str]], outputs: dict[str, Path], count: int) -> dict[str, list[dict[str, Any]]]:
-    """Each command ``count`` times, alternating which goes first, each output folder emptied before its run."""
-    runs: dict[str, list[dict[str, Any]]] = {who: [] for who in commands}
-    for round_ in range(count):
-        for who in list(commands)[:: -1 if round_ % 2 else 1]:  # shardkit first in round 1
-            shutil.rmtree(outputs[who], ignore_errors=True)
-            outputs[who].mkdir(parents=True)
-            runs[who].append(measured(commands[who]))
-        walls = "   ".join(f"{who} {runs[who][-1]['seconds']:7.2f} s" for who in commands)
-        print(f"round {round_ + 1}: {walls}", flush=True)
-    return runs
-
-
-def largest_mb(run: dict[str, Any]) -> float:
-    return float(max(run["parent_mb"], run["child_mb"]))
-
-
-def table(title: str, unit: str, names: dict[str, str], runs: dict[str, list[dict[str, Any]]], items: int) -> dict[str, float]:
-    """Print the figures' table; return each contender's median wall time."""
-    print(f"\n{title:78} {'wall s':>8} {'CPU s':>8} {unit:>10} {'largest MB':>11}")
-    walls = {}
-    for who, name in names.items():
-        walls[who] = statistics.median(r["seconds"] for r in runs[who])
-        cpu = statistics.median(r["cpu_seconds"] for r in runs[who])
-        peak = max(largest_mb(r) for r in runs[who])
-        print(f"{name:78} {walls[who]:8.2f} {cpu:8.2f} {items / walls[who]:10,.0f} {peak:11.0f}")
-    build = max(runs["shardkit"], key=largest_mb)
-    print(f"shardkit's peak RSS: parent {build['parent_mb']:.0f} MB, its {len(build['children_mb'])} processes "
-          f"{', '.join(map(str, build['children_mb']))} MB (the round with the largest)")  # fmt: skip
-    return walls
-
-
-def shard_files(folder: Path) -> list[str]:
-    return [str(p) for p in sorted(folder.glob("*.tfrecord"))]
-
-
-def checked(outputs: dict[str, Path], expected: int, sample: Callable[[str, int, dict[str, list[Any]]], bool]) -> str:
-    """The record counts of both outputs (walking the framing), and the first records of the first and last
-    file of each decoded by TensorFlow, checked by ``sample(who, position in its file, features)``."""
-    import tensorflow as tf
-
-    import shardkit
-
-    decoded = 0
-    for who, folder in outputs.items():
-        files = shard_files(folder)
-        found = sum(f["records"] for f in shardkit.count_records(files))
-        if found != expected:
-            sys.exit(f"{who} wrote {found:,} records, not {expected:,}")
-        for path in dict.fromkeys([files[0], files[-1]]):
-            for position, record in enumerate(tf.data.TFRecordDataset(path).take(3)):
-                example = tf.train.Example.FromString(record.numpy())
-                features = {
-                    key: list(getattr(value, str(value.WhichOneof("kind"))).value) for key, value in example.features.feature.items()
-                }
-                if not sample(who, position, features):
-                    sys.exit(f"record {position} of {path} does not match its source: {features}")
-                decoded += 1
-    return f"check: {expected:,} records in each output; {decoded} records decoded with TensorFlow match their source"
-
-
-def bench_rows(args: argparse.Namespace, work: Path) -> None:
+# ----------------------------------------------------------------------------- benchmarks
+def bench_rows(args: argparse.Namespace, work: Path, kind: str) -> None:
     import pyarrow.parquet as pq
 
     folder = work / f"rows-{args.rows}"
     make_table(folder, args.rows)
-    source = folder / f"train.{args.input}"
-    reader = "read_table" if args.input == "parquet" else "read_csv"
-    outputs = {"shardkit": work / "out-shardkit", "baseline": work / "out-baseline"}
+    source = folder / f"train.{kind}"
+    contenders = ["shardkit", "baseline"] + (["arrow"] if args.arrow_baseline and kind != "parquet" else [])
+    outputs = {who: args.out / who for who in contenders}
     commands = {
         "shardkit": [sys.executable, "-m", "shardkit.cli", "build", str(source), "-o", str(outputs["shardkit"]),
                      "-c", str(folder / "table.yaml"), "-w", str(args.workers), "-q"],
-        "baseline": [sys.executable, "-c", BASELINE_ROWS, str(source), str(outputs["baseline"] / "train.tfrecord")],
+        "baseline": [sys.executable, "-c", BASELINE_ROWS[kind], str(source), str(outputs["baseline"] / "train.tfrecord")],
     }  # fmt: skip
+    names = {"baseline": f"(a) {BASELINE_NAMES[kind]}", "shardkit": f"(b) shardkit build -c table.yaml -w {args.workers}"}
+    if "arrow" in outputs:
+        commands["arrow"] = [sys.executable, "-c", BASELINE_ROWS["arrow"], str(source), str(outputs["arrow"] / "train.tfrecord")]
+        names["arrow"] = f"(c) pyarrow read_{'csv' if kind == 'csv' else 'json'} + tf.train.Example loop, 1 process"
     print(f"\n# rows: {source} ({source.stat().st_size / 1e6:.1f} MB)", flush=True)
     runs = rounds(commands, outputs, args.rounds)
-    names = {
-        "baseline": f"(a) {reader} + tf.train.Example loop, 1 process",
-        "shardkit": f"(b) shardkit build -c table.yaml -w {args.workers}",
-    }
-    title = f"rows: {args.rows:,} rows x 10 columns, train.{args.input}, median of {args.rounds}"
+    title = f"rows: {args.rows:,} rows x 10 columns, train.{kind}, median of {args.rounds}"
     walls = table(title, "rows/s", names, runs, args.rows)
-    peak = max(largest_mb(r) for r in runs["shardkit"])
-    print(f"baseline / shardkit wall time: {walls['baseline'] / walls['shardkit']:.2f}x (target >= 5x); "
-          f"shardkit's largest process {peak:.0f} MB (target <= 250 MB)")  # fmt: skip
+    peak = max(max(r["parent_mb"], r["child_mb"]) for r in runs["shardkit"])
+    ratios(walls, names, {"baseline": TARGETS[kind]})
+    print(f"shardkit's largest process {peak:.0f} MB (target <= 250 MB)")
 
     truth = pq.read_table(folder / "train.parquet").to_pydict()
 
-    def same_row(who: str, position: int, features: dict[str, list[Any]]) -> bool:
+    def same_row(who: str, position: int, record: bytes) -> bool:
         # Looked up by name, not position: shardkit shuffles, and its source_id's form depends on the input format.
+        features = example_features(record)
         i = int(features["name"][0].decode().removeprefix("item-"))
         floats = all(np.float32(truth[k][i]) == np.float32(features[k][0]) for k in FLOATS)
         return floats and features["label"] == [truth["label"][i]] and features["name"] == [truth["name"][i].encode()]
@@ -259,26 +278,36 @@ def bench_rows(args: argparse.Namespace, work: Path) -> None:
 
 
 def bench_tiny(args: argparse.Namespace, work: Path) -> None:
-    index = make_tiny(work / "tiny", args.tiny, args.workers)
-    mean = statistics.mean(os.path.getsize(index.parent / tiny_path(i)) for i in range(0, args.tiny, max(1, args.tiny // 1000)))
-    outputs = {"shardkit": work / "out-shardkit", "baseline": work / "out-baseline"}
+    files = args.tiny_files or args.tiny
+    index = make_tiny(work / "tiny", args.tiny, files, args.workers)
+    mean = statistics.mean(os.path.getsize(index.parent / tiny_path(i)) for i in range(0, files, max(1, files // 1000)))
+    contenders = ["shardkit", "baseline"] + (["example"] if args.tiny_example else [])
+    outputs = {who: args.out / who for who in contenders}
+    loops = {"baseline": BASELINE_FRAME, "example": BASELINE_TINY_EXAMPLE}
     commands = {
         "shardkit": [sys.executable, "-m", "shardkit.cli", "build", str(index), "-o", str(outputs["shardkit"]),
                      "-c", str(PASSTHROUGH), "-w", str(args.workers), "-q"],
-        "baseline": [sys.executable, "-c", BASELINE_TINY, str(index), str(outputs["baseline"] / "train.tfrecord")],
     }  # fmt: skip
-    print(f"\n# tiny: {index} ({args.tiny:,} PNGs of {mean:.0f} bytes on average)", flush=True)
-    runs = rounds(commands, outputs, args.rounds)
+    commands |= {who: [sys.executable, "-c", loops[who], str(index), str(outputs[who] / "train.tfrecord")] for who in contenders[1:]}
     names = {
-        "baseline": "(a) read + tf.train.Example loop, 1 process",
+        "baseline": "(a) read + label + CRC32C framing loop, 1 process, no TensorFlow",
         "shardkit": f"(b) shardkit build -c passthrough.yaml -w {args.workers}",
+        "example": "(c) read + tf.train.Example + TFRecordWriter loop, 1 process",
     }
-    walls = table(f"tiny: {args.tiny:,} PNGs of {mean:.0f} bytes on average, median of {args.rounds}", "records/s", names, runs, args.tiny)
-    print(f"shardkit / baseline records/s: {walls['baseline'] / walls['shardkit']:.2f}x (target >= 1.5x)")
+    names = {who: name for who, name in names.items() if who in contenders}
+    what = f"{args.tiny:,} index lines over {files:,} PNGs of {mean:.0f} bytes on average"
+    print(f"\n# tiny: {index} ({what})", flush=True)
+    runs = rounds(commands, outputs, args.rounds)
+    walls = table(f"tiny: {what}, median of {args.rounds}", "records/s", names, runs, args.tiny)
+    ratios(walls, names, {"baseline": "target >= 1.5x"})
     lines = index.read_text().splitlines()
 
-    def same_file(who: str, position: int, features: dict[str, list[Any]]) -> bool:
-        # shardkit's records name their index line (train_index.txt:LINE); the baseline's come in the index's order.
+    def same_file(who: str, position: int, record: bytes) -> bool:
+        if who == "baseline":  # the index's order; the file's bytes then the label as a little-endian int64
+            path, label = lines[position].split()
+            return record == (index.parent / path).read_bytes() + struct.pack("<q", int(label))
+        # shardkit's records name their index line (train_index.txt:LINE); the Example baseline's come in the index's order.
+        features = example_features(record)
         line = int(features["source_id"][0].decode().rsplit(":", 1)[1]) - 1 if who == "shardkit" else position
         path, label = lines[line].split()
         return features["image"] == [(index.parent / path).read_bytes()] and features["label"] == [int(label)]
@@ -289,24 +318,33 @@ def bench_tiny(args: argparse.Namespace, work: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=1_000_000, help="table rows (the issue: 1,000,000)")
-    parser.add_argument("--tiny", type=int, default=2_000_000, help="tiny files (the issue: 2,000,000)")
-    parser.add_argument("--input", choices=("parquet", "csv"), default="parquet", help="the table file shardkit and the baseline read")
+    parser.add_argument("--input", default="parquet", help="the table files, a comma list of parquet, csv, jsonl: one benchmark each")
+    parser.add_argument("--arrow-baseline", action="store_true", help="csv and jsonl: also pyarrow's reader + the Example loop, (c)")
+    parser.add_argument("--tiny", type=int, default=2_000_000, help="index lines (the issue: 2,000,000)")
+    parser.add_argument("--tiny-files", type=int, default=200, help="distinct tiny files the lines name (0: one per line)")
+    parser.add_argument("--tiny-example", action="store_true", help="tiny: also issue 25's tf.train.Example loop, (c)")
     parser.add_argument("--only", choices=("rows", "tiny"), help="run one of the two benchmarks")
     parser.add_argument("--rounds", type=int, default=3, help="each contender runs this many times, alternating; medians are printed")
     parser.add_argument("--workers", type=int, default=2, help="shardkit's -w")
     parser.add_argument("--data", type=Path, default=Path("/tmp/shardkit-bench-tables"), help="where the data is made and kept")
     args = parser.parse_args()
+    kinds = args.input.split(",")
+    if unknown := set(kinds) - set(TARGETS):
+        parser.error(f"--input: {', '.join(sorted(unknown))} is not one of parquet, csv, jsonl")
+    args.data = args.data.resolve()  # the contenders run in the repository's root
     args.data.mkdir(parents=True, exist_ok=True)
+    args.out = args.data / f"out-{os.getpid()}"  # this run's: another run may share the data folder
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up lines, in the checks and the baselines' logs
     load = os.getloadavg()
     print(f"# {os.cpu_count()} cores; load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}", flush=True)
     try:
         if args.only in (None, "rows"):
-            bench_rows(args, args.data)
+            for kind in kinds:
+                bench_rows(args, args.data, kind)
         if args.only in (None, "tiny"):
             bench_tiny(args, args.data)
     finally:
-        for name in ("out-shardkit", "out-baseline"):  # outputs are a run's, the data is kept
-            shutil.rmtree(args.data / name, ignore_errors=True)
+        shutil.rmtree(args.out, ignore_errors=True)  # outputs are a run's, the data is kept
     load = os.getloadavg()
     print(f"\n# load average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
 
