@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -20,6 +20,8 @@ import numpy as np
 from shardkit.errors import ConfigError, EntryError
 from shardkit.features import columns as arrow_columns
 from shardkit.features.base import FeatureSpec
+from shardkit.features.labels import ClassIdKind
+from shardkit.features.numbers import NumberKind
 from shardkit.pipeline.config import IDENTITY_COLUMN, Config
 from shardkit.pipeline.inputs.entries import null_reason
 from shardkit.pipeline.inputs.formats.input_format import Piece, Row, file_name
@@ -53,20 +55,37 @@ def plan_tables(
     sample_size: int,
     progress: Callable[[int], None] | None = None,
     stage: str | None = None,
+    by_rows: Callable[[Iterable[Row | EntryError], TablesPlanned], None] | None = None,
 ) -> TablesPlanned:
     """Check, key and spool the rows of ``pieces`` (each of a table source); ``part`` tells this
     pass's sample apart from other pieces'. With ``on_error`` "fail" the first bad row raises.
-    ``stage``: the folder the mapped columns are staged in for the shards (``plan.staged_rows``)."""
+    ``stage``: the folder the mapped columns are staged in for the shards (``plan.staged_rows``).
+    ``by_rows``: plans rows read one by one into what was found (``reads_rows_where_unclean``)."""
     position = {s.path: i for i, s in enumerate(sources)}
     found = TablesPlanned([], config.open_classes(), [], {})
     for piece in pieces:
         source = position[piece.path]
         table = sources[source].format
-        names = found.names.setdefault(source, table.column_names(piece.path))
-        checks = _checks(config, names, piece.path)
+        batches: Iterable[Any]
+        checks: list[tuple[FeatureSpec, str]] = []
+        if table.reads_rows_where_unclean:
+            types = _json_types(config)
+            if types is None or stage is None or by_rows is None:  # a column by position; a bucket's OUT (nothing staged)
+                found.names.setdefault(source, ())
+                batches = [piece]
+            else:
+                checks = _checks(config, found.names.setdefault(source, tuple(types)), piece.path)
+                batches = table.read_blocks(piece, types)
+        else:
+            checks = _checks(config, found.names.setdefault(source, table.column_names(piece.path)), piece.path)
+            batches = table.read_tables(piece, list(dict.fromkeys(column for _, column in checks)))
+        names = found.names[source]
         stager = Stager(stage, source, piece.first_line) if stage is not None else None
         try:
-            for batch in table.read_tables(piece, list(dict.fromkeys(column for _, column in checks))):
+            for batch in batches:
+                if isinstance(batch, Piece):  # a block Arrow cannot read as Python does: its rows one by one
+                    by_rows(table.read_rows(batch), found)  # type: ignore[misc]
+                    continue
                 if stager is not None:
                     stager.add(batch.columns, batch.lines)
                 _plan_batch(batch, checks, found, spool, seed, on_error, part, source, names, sample_size, progress, table.keys_by_identity)
@@ -110,6 +129,26 @@ def _plan_batch(
     _sample(found.sample, keys, rows, numbers, batch, names, part, source, sample_size)
     if progress is not None:
         progress(len(rows))
+
+
+def _json_types(config: Config) -> dict[str, str] | None:
+    """Each mapped column's Arrow type, as its feature's kind takes it exactly from JSON (the
+    float kinds: a double, for which ``1`` and ``1.0`` are one number; integers and class ids:
+    int64; every other kind: a text); None where a column is named by position, two features read
+    one column as different types, or a kind is encoded record by record."""
+    types: dict[str, str] = {}
+    for spec in config.features:
+        if spec.column == IDENTITY_COLUMN:
+            continue
+        if not isinstance(spec.column, str) or not spec.kind.batchable(spec):
+            return None
+        if isinstance(spec.kind, NumberKind):
+            kind = "int64" if spec.kind.integer else "double"
+        else:
+            kind = "int64" if isinstance(spec.kind, ClassIdKind) else "string"
+        if types.setdefault(spec.column, kind) != kind:
+            return None
+    return types
 
 
 def _checks(config: Config, names: tuple[str, ...], source: str) -> list[tuple[FeatureSpec, str]]:
