@@ -145,9 +145,11 @@ def _fill(
     part: int,
     progress: Progress | None = None,
     into: TablesPlanned | None = None,
+    checked: set[str] | None = None,
 ) -> _Spooled:
     """Check, key and spool ``rows``; ``part`` tells this pass's sample apart from other pieces'.
-    ``into``: what a table's pieces found so far, which these rows add to (``plan_tables``)."""
+    ``into``: what a table's pieces found so far, which these rows add to (``plan_tables``);
+    ``checked``: the files whose first row was checked already (``checked_rows``)."""
     found = into if into is not None else TablesPlanned([], config.open_classes(), [], {})
     classes, errors, sample = found.classes, found.errors, found.sample
     position = {s.path: i for i, s in enumerate(sources)}
@@ -156,7 +158,7 @@ def _fill(
     trims = [spec for spec in config.features if spec.kind.trims_plan(spec)]
     unnamed = {i for i, s in enumerate(sources) if s.format.keeps_names and s.names is None}  # a csv header, still to record
     count = 0
-    for row in checked_rows(rows, config, on_error, errors, classes):
+    for row in checked_rows(rows, config, on_error, errors, classes, checked):
         if trims:
             row = _trimmed(row, trims, config.columns)
         source = position[row.source]
@@ -192,8 +194,8 @@ def _fill_tables(
     """``_fill`` for pieces of tables: a column batch at a time (``plan.table_rows``); a block
     read row by row is planned as ``_fill`` plans rows, into what the batches found."""
 
-    def by_rows(rows: Iterable[Row | EntryError], found: TablesPlanned) -> None:
-        _fill(rows, list(sources), config, spool, seed, on_error, part, progress, found)
+    def by_rows(rows: Iterable[Row | EntryError], found: TablesPlanned, checked: set[str]) -> None:
+        _fill(rows, list(sources), config, spool, seed, on_error, part, progress, found, checked)
 
     found = plan_tables(pieces, sources, config, spool, seed, on_error, part, SAMPLE, progress, stage, by_rows)
     sources = [dataclasses.replace(s, names=found.names[i]) if i in found.names else s for i, s in enumerate(sources)]

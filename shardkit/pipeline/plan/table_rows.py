@@ -20,8 +20,6 @@ import numpy as np
 from shardkit.errors import ConfigError, EntryError
 from shardkit.features import columns as arrow_columns
 from shardkit.features.base import FeatureSpec
-from shardkit.features.labels import ClassIdKind
-from shardkit.features.numbers import NumberKind
 from shardkit.pipeline.config import IDENTITY_COLUMN, Config
 from shardkit.pipeline.inputs.entries import null_reason
 from shardkit.pipeline.inputs.formats.input_format import Piece, Row, file_name
@@ -55,12 +53,14 @@ def plan_tables(
     sample_size: int,
     progress: Callable[[int], None] | None = None,
     stage: str | None = None,
-    by_rows: Callable[[Iterable[Row | EntryError], TablesPlanned], None] | None = None,
+    by_rows: Callable[[Iterable[Row | EntryError], TablesPlanned, set[str]], None] | None = None,
 ) -> TablesPlanned:
     """Check, key and spool the rows of ``pieces`` (each of a table source); ``part`` tells this
     pass's sample apart from other pieces'. With ``on_error`` "fail" the first bad row raises.
     ``stage``: the folder the mapped columns are staged in for the shards (``plan.staged_rows``).
-    ``by_rows``: plans rows read one by one into what was found (``reads_rows_where_unclean``)."""
+    ``by_rows``: plans rows read one by one into what was found (``reads_rows_where_unclean``),
+    checking that the file's first row has every column the config names (``checked_rows``): a
+    first row read as a table has them."""
     position = {s.path: i for i, s in enumerate(sources)}
     found = TablesPlanned([], config.open_classes(), [], {})
     for piece in pieces:
@@ -81,11 +81,13 @@ def plan_tables(
             batches = table.read_tables(piece, list(dict.fromkeys(column for _, column in checks)))
         names = found.names[source]
         stager = Stager(stage, source, piece.first_line) if stage is not None else None
+        checked = set() if piece.start == 0 else {piece.path}  # the file's first row is in this piece, or not
         try:
             for batch in batches:
                 if isinstance(batch, Piece):  # a block Arrow cannot read as Python does: its rows one by one
-                    by_rows(table.read_rows(batch), found)  # type: ignore[misc]
+                    by_rows(table.read_rows(batch), found, checked)  # type: ignore[misc]
                     continue
+                checked.add(piece.path)
                 if stager is not None:
                     stager.add(batch.columns, batch.lines)
                 _plan_batch(batch, checks, found, spool, seed, on_error, part, source, names, sample_size, progress, table.keys_by_identity)
@@ -132,21 +134,15 @@ def _plan_batch(
 
 
 def _json_types(config: Config) -> dict[str, str] | None:
-    """Each mapped column's Arrow type, as its feature's kind takes it exactly from JSON (the
-    float kinds: a double, for which ``1`` and ``1.0`` are one number; integers and class ids:
-    int64; every other kind: a text); None where a column is named by position, two features read
-    one column as different types, or a kind is encoded record by record."""
+    """Each mapped column's Arrow type, as its feature's kind reads it from JSON (``json_type``);
+    None where a column is named by position, two features read one column as different types,
+    or a kind's values are read row by row."""
     types: dict[str, str] = {}
     for spec in config.features:
         if spec.column == IDENTITY_COLUMN:
             continue
-        if not isinstance(spec.column, str) or not spec.kind.batchable(spec):
-            return None
-        if isinstance(spec.kind, NumberKind):
-            kind = "int64" if spec.kind.integer else "double"
-        else:
-            kind = "int64" if isinstance(spec.kind, ClassIdKind) else "string"
-        if types.setdefault(spec.column, kind) != kind:
+        kind = spec.kind.json_type if spec.kind.batchable(spec) else None
+        if kind is None or not isinstance(spec.column, str) or types.setdefault(spec.column, kind) != kind:
             return None
     return types
 
