@@ -16,6 +16,7 @@ import pytest
 import shardkit
 from shardkit.errors import EntryError
 from shardkit.pipeline.inputs.formats import json_columns
+from shardkit.pipeline.plan import planner
 from shardkit.pipeline.shard import worker
 from tests.tfread import read_each
 
@@ -167,3 +168,14 @@ def test_two_objects_on_a_line_and_one_over_two_lines_are_bad_lines(tmp_path: Pa
     columns = _built(tmp_path, "columns", text.encode(), monkeypatch, "columns")
     assert columns == _built(tmp_path, "rows", text.encode(), monkeypatch, "rows")
     assert (columns["totals"]["records"], columns["errors"]["skipped"]) == (2, 3)
+
+
+def test_pieces_planned_side_by_side_write_what_one_pass_line_by_line_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = _text(8, 800, 0.1)
+    monkeypatch.setattr(planner, "PARALLEL_BYTES", 0)
+    monkeypatch.setattr(planner, "PIECE_BYTES", (8192, 8192))  # pieces of about 50 lines, planned in a pool
+    spool_pieces, parts = planner._spool_pieces, []
+    monkeypatch.setattr(planner, "_spool_pieces", lambda *args: parts.append(spool_pieces(*args)) or parts[-1])
+    columns = _built(tmp_path, "columns", data, monkeypatch, "columns", workers=2)
+    assert len(parts[0]) >= 10
+    assert columns == _built(tmp_path, "rows", data, monkeypatch, "rows")
