@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import shardkit
-from shardkit.errors import EntryError
+from shardkit.errors import EntryError, ShardkitError
 from shardkit.pipeline.inputs.formats import json_columns
 from shardkit.pipeline.plan import planner
 from shardkit.pipeline.shard import worker
@@ -100,7 +100,9 @@ def _text(seed: int, rows: int, rate: float) -> bytes:
     return text.encode("utf-8", "surrogatepass")[: -1 if rng.random() < 0.3 else None]  # maybe no last line end
 
 
-def _built(tmp_path: Path, name: str, data: bytes, monkeypatch: pytest.MonkeyPatch, how: str, **options: Any) -> dict[str, Any]:
+def _built(
+    tmp_path: Path, name: str, data: bytes, monkeypatch: pytest.MonkeyPatch, how: str, block: int = 512, **options: Any
+) -> dict[str, Any]:
     """The output of a build of ``data``: its shards' bytes, errors.jsonl and manifest. ``how``:
     "columns" (as shipped, in blocks of 512 bytes: a few lines, most of them clean), "rows" (every block read line by line, as before
     Arrow read .jsonl), or "records" (columns, encoded record by record)."""
@@ -108,7 +110,7 @@ def _built(tmp_path: Path, name: str, data: bytes, monkeypatch: pytest.MonkeyPat
     (root / "train.jsonl").write_bytes(data)
     (root / "c.yaml").write_text(FEATURES)
     with monkeypatch.context() as patch:
-        patch.setattr(json_columns, "BLOCK_BYTES", 512)
+        patch.setattr(json_columns, "BLOCK_BYTES", block)
         if how == "rows":
             patch.setattr(json_columns, "_columns", lambda *args: None)
         if how == "records":
@@ -179,3 +181,14 @@ def test_pieces_planned_side_by_side_write_what_one_pass_line_by_line_writes(tmp
     columns = _built(tmp_path, "columns", data, monkeypatch, "columns", workers=2)
     assert len(parts[0]) >= 10
     assert columns == _built(tmp_path, "rows", data, monkeypatch, "rows")
+
+
+@pytest.mark.parametrize("how", ["columns", "rows"])
+def test_bytes_that_are_not_utf8_are_named_by_their_offset_in_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    rows = [json.dumps({"s": f"r{i}", "n": i, "x": 0.5, "c": "cat", "i": 1}).encode() for i in range(2000)]
+    rows[1500] = rows[1500].replace(b'"r1500"', b'"r\xe9"')  # cp1252's é, past the decoder's first chunks
+    data = b"\n".join(rows) + b"\n"
+    where = data.index(b"\xe9")
+    with pytest.raises(ShardkitError) as caught:
+        _built(tmp_path, how, data, monkeypatch, how, block=1 << 20)  # one block: read whole, line by line
+    assert str(caught.value) == f"{tmp_path / 'train.jsonl'}: not UTF-8 text (invalid continuation byte near byte {where})"

@@ -57,8 +57,14 @@ def read(
             yield Piece(source, offset, offset + len(block), line, piece.context, piece.confined)
         elif found.rows:
             yield found
-        line += block.count(b"\n") + block.count(b"\r") - block.count(b"\r\n")  # the line ends Python's text mode sees
+        line += _line_ends(block)
         offset += len(block)
+
+
+def _line_ends(block: bytes) -> int:
+    """The line ends Python's text mode sees in ``block``: ``\\n``, ``\\r\\n`` and a lone ``\\r``."""
+    ends = block.count(b"\n")
+    return ends + block.count(b"\r") - block.count(b"\r\n") if b"\r" in block else ends
 
 
 def _parsed(source: str, block: bytes, bom: int, first: int, types: Mapping[str, str]) -> TableBatch | None:
@@ -76,7 +82,7 @@ def _parsed(source: str, block: bytes, bom: int, first: int, types: Mapping[str,
 def _numbered(block: bytes, bom: int, first: int) -> tuple[np.ndarray, int] | None:
     """The line of each row of ``block`` (its first line numbered ``first``) and the longest line's
     length, or None where a line is not what Arrow and Python read alike (see the module's note)."""
-    if block.count(b"\r") != block.count(b"\r\n") or bounded_json.BOM in block[bom:]:
+    if (b"\r" in block and block.count(b"\r") != block.count(b"\r\n")) or bounded_json.BOM in block[bom:]:
         return None
     try:
         block.decode("utf-8")
@@ -95,15 +101,16 @@ def _numbered(block: bytes, bom: int, first: int) -> tuple[np.ndarray, int] | No
             if not (text.startswith(b"{") and text.endswith(b"}")):
                 return None
             rows[i] = True
-    if not _bounded(data, block, starts, ends):
+    if not _bounded(data, block, starts, ends, int(rows.sum())):
         return None
     return np.flatnonzero(rows).astype(np.int64) + first, int((ends - starts).max())
 
 
-def _bounded(data: np.ndarray, block: bytes, starts: np.ndarray, ends: np.ndarray) -> bool:
+def _bounded(data: np.ndarray, block: bytes, starts: np.ndarray, ends: np.ndarray, rows: int) -> bool:
     """No line nests deeper than Python's reader allows, nor holds more digits in a row than
     Python's ``int`` reads (either way that line is an error of its own)."""
-    if block.count(b"{") + block.count(b"[") > bounded_json.MAX_DEPTH:
+    brackets = block.count(b"{") + (block.count(b"[") if b"[" in block else 0)
+    if brackets >= rows + bounded_json.MAX_DEPTH:  # each of the rows opens one: only then may a line open more than MAX_DEPTH
         opens = np.flatnonzero((data == _OPEN) | (data == ord("[")))
         if np.bincount(np.searchsorted(ends, opens), minlength=len(ends)).max() > bounded_json.MAX_DEPTH:
             return False
