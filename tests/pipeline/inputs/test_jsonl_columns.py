@@ -16,7 +16,7 @@ import pytest
 import shardkit
 from shardkit.errors import EntryError, ShardkitError
 from shardkit.pipeline.inputs.formats import json_columns
-from shardkit.pipeline.plan import planner
+from shardkit.pipeline.plan import planner, staged_rows
 from shardkit.pipeline.shard import worker
 from tests.tfread import read_each
 
@@ -192,3 +192,11 @@ def test_bytes_that_are_not_utf8_are_named_by_their_offset_in_the_file(tmp_path:
     with pytest.raises(ShardkitError) as caught:
         _built(tmp_path, how, data, monkeypatch, how, block=1 << 20)  # one block: read whole, line by line
     assert str(caught.value) == f"{tmp_path / 'train.jsonl'}: not UTF-8 text (invalid continuation byte near byte {where})"
+
+
+def test_rows_are_read_again_from_the_file_where_the_staged_rows_cannot_be(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = _text(9, 400, 0.1)
+    expected = _built(tmp_path, "staged", data, monkeypatch, "columns")
+    monkeypatch.setattr(staged_rows, "taken", lambda *args: None)  # a copy a power cut left unfinished
+    assert _built(tmp_path, "batches", data, monkeypatch, "columns") == expected
+    assert _built(tmp_path, "records", data, monkeypatch, "records") == expected
