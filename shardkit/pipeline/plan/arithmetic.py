@@ -69,7 +69,9 @@ def identity_keys(seed: int, source: int, name: str, rows: np.ndarray) -> np.nda
     """``ShuffleKeys`` of the rows numbered ``rows`` of the input file named ``name`` (identities
     ``NAME:ROW``), as unsigned integers: the keys a row-by-row plan gives them."""
     keys = ShuffleKeys(seed, source)
-    digests = b"".join([keys(f"{name}:{n}") for n in rows.tolist()])
+    digests = bytearray(KEY_BYTES * len(rows))  # filled in place: no list of a million small bytes
+    for i, n in enumerate(rows.tolist()):
+        digests[KEY_BYTES * i : KEY_BYTES * (i + 1)] = keys(f"{name}:{n}")
     return np.frombuffer(digests, dtype=">u8").astype(np.uint64)
 
 

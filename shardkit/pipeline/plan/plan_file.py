@@ -17,7 +17,7 @@ from shardkit.features.base import FeatureSpec
 from shardkit.output import layout
 from shardkit.pipeline.config import IDENTITY_COLUMN, Config
 from shardkit.pipeline.inputs.entries import Entry, to_entry
-from shardkit.pipeline.inputs.formats.input_format import Row
+from shardkit.pipeline.inputs.formats.input_format import Row, rows_of
 from shardkit.pipeline.inputs.sources import PlanSource
 from shardkit.pipeline.plan import staged_rows
 from shardkit.pipeline.plan.arithmetic import shard_bounds
@@ -84,22 +84,21 @@ def _table_rows(
         batch = staged_rows.taken(staged, source, found.path, numbers, named) if named is not None else None
         if batch is None:
             rows = found.format.rows_at(found.path, numbers, named)
-        else:  # as wide as the source's columns (a config may name one by its position), those not read None
-            names = found.names or tuple(batch.columns)
-            read_columns = {name: column.to_pylist() for name, column in batch.columns.items()}
-            empty = [None] * len(numbers)
-            values = zip(*(read_columns.get(name, empty) for name in names), strict=True)
-            rows = [Row(found.path, n, row, names) for n, row in zip(numbers, values, strict=True)]
+        else:
+            rows = rows_of(batch, numbers, found.names or tuple(batch.columns), found.format.keeps_names)
         read[source] = {row.line: row for row in rows}
     return read
 
 
-def column_name(spec: FeatureSpec, names: Sequence[str]) -> str | None:
-    """The table column ``spec`` reads, by name (a position indexes ``names``); None where a
-    position has no name."""
-    if isinstance(spec.column, str):
-        return spec.column
-    return names[spec.column] if spec.column < len(names) else None
+def column_name(spec: FeatureSpec, names: Sequence[str], columns: Sequence[str] | None = None) -> str | None:
+    """The table column ``spec`` reads, by name (a position indexes ``names``; so does a name
+    the config's ``columns:`` list gives a ``.txt`` position); None where a position has no name."""
+    column = spec.column
+    if isinstance(column, str) and columns and column in columns and column not in names:
+        column = list(columns).index(column)
+    if isinstance(column, str):
+        return column
+    return names[column] if column < len(names) else None
 
 
 def table_columns(config: Config, sources: Sequence[PlanSource]) -> list[list[str] | None]:
@@ -107,7 +106,7 @@ def table_columns(config: Config, sources: Sequence[PlanSource]) -> list[list[st
     name: all columns, for the row's own check to report."""
     out: list[list[str] | None] = []
     for source in sources:
-        named = [column_name(spec, source.names or ()) for spec in config.features if spec.column != IDENTITY_COLUMN]
+        named = [column_name(spec, source.names or (), config.columns) for spec in config.features if spec.column != IDENTITY_COLUMN]
         out.append(None if None in named else list(dict.fromkeys(n for n in named if n is not None)))
     return out
 

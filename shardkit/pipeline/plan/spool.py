@@ -38,7 +38,7 @@ class Spool:
         if self._buffered > self.buffer_bytes:
             self.spill()
 
-    def add_lines(self, data: bytes, count: int, bucket: int) -> None:
+    def add_lines(self, data: bytes | memoryview, count: int, bucket: int) -> None:
         """Add ``count`` newline-terminated lines at once, all of bucket ``bucket`` (see ``add``)."""
         buffer = self._buffers[bucket] if self.sort else self._buffers[0]
         buffer += data

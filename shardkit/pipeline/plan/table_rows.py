@@ -22,7 +22,7 @@ from shardkit.features import columns as arrow_columns
 from shardkit.features.base import FeatureSpec
 from shardkit.pipeline.config import IDENTITY_COLUMN, Config
 from shardkit.pipeline.inputs.entries import null_reason
-from shardkit.pipeline.inputs.formats.input_format import Piece, Row, file_name
+from shardkit.pipeline.inputs.formats.input_format import InputFormat, Piece, Row, file_name
 from shardkit.pipeline.inputs.sources import PlanSource
 from shardkit.pipeline.plan.arithmetic import identity_keys, table_keys
 from shardkit.pipeline.plan.plan_file import column_name
@@ -77,7 +77,10 @@ def plan_tables(
                 checks = _checks(config, found.names.setdefault(source, tuple(types)), piece.path)
                 batches = table.read_blocks(piece, types)
         else:
-            checks = _checks(config, found.names.setdefault(source, table.column_names(piece.path)), piece.path)
+            names = found.names.setdefault(source, table.column_names(piece.path))
+            if not names and not table.keeps_names:  # a .txt file of no data line: nothing to check or plan
+                continue
+            checks = _checks(config, names, piece.path)
             batches = table.read_tables(piece, list(dict.fromkeys(column for _, column in checks)))
         names = found.names[source]
         stager = Stager(stage, source, piece.first_line) if stage is not None else None
@@ -90,7 +93,7 @@ def plan_tables(
                 checked.add(piece.path)
                 if stager is not None:
                     stager.add(batch.columns, batch.lines)
-                _plan_batch(batch, checks, found, spool, seed, on_error, part, source, names, sample_size, progress, table.keys_by_identity)
+                _plan_batch(batch, checks, found, spool, seed, on_error, part, source, names, sample_size, progress, table)
         finally:
             if stager is not None:
                 stager.close()
@@ -109,9 +112,10 @@ def _plan_batch(
     names: tuple[str, ...],
     sample_size: int,
     progress: Callable[[int], None] | None,
-    by_identity: bool = False,
+    table: InputFormat,
 ) -> None:
-    """One batch of a piece: checked, its class names collected, keyed, spooled, sampled."""
+    """One batch of a piece (of a file of the format ``table``): checked, its class names
+    collected, keyed, spooled, sampled."""
     bad = _problems(batch.columns, checks)
     rows = np.arange(batch.rows, dtype=np.int64)
     lines = batch.numbers()
@@ -126,9 +130,9 @@ def _plan_batch(
             values = batch.columns[column]
             found.classes[spec.key] |= spec.kind.column_class_names(spec, values.take(rows) if bad else values)
     numbers = lines[rows]
-    keys = identity_keys(seed, source, file_name(batch.source), numbers) if by_identity else table_keys(seed, source, numbers)
+    keys = identity_keys(seed, source, file_name(batch.source), numbers) if table.keys_by_identity else table_keys(seed, source, numbers)
     _spool(spool, keys, source, numbers)
-    _sample(found.sample, keys, rows, numbers, batch, names, part, source, sample_size)
+    _sample(found.sample, keys, rows, numbers, batch, names, table.keeps_names, part, source, sample_size)
     if progress is not None:
         progress(len(rows))
 
@@ -153,7 +157,7 @@ def _checks(config: Config, names: tuple[str, ...], source: str) -> list[tuple[F
     for spec in config.features:
         if spec.column == IDENTITY_COLUMN:
             continue
-        column = column_name(spec, names)
+        column = column_name(spec, names, config.columns)
         if column is None or column not in names:
             reason = f"no column {spec.column!r} (columns: {', '.join(n for n in names if '.' not in n)})"
             raise ConfigError(f"features.{spec.key}.column", f"{reason} in {source}", config.source)
@@ -194,7 +198,7 @@ def _spool(spool: Spool, keys: np.ndarray, source: int, numbers: np.ndarray) -> 
 _HEX = np.frombuffer(b"".join(b"%02x" % i for i in range(256)), dtype=np.uint8).reshape(256, 2)
 
 
-def _plan_lines(keys: np.ndarray, source: int, numbers: np.ndarray) -> tuple[bytes, list[int]]:
+def _plan_lines(keys: np.ndarray, source: int, numbers: np.ndarray) -> tuple[memoryview, list[int]]:
     """``KEY\\tSOURCE\\tROW\\t\\n`` for each row, end to end, and where each line starts (and the last ends)."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -207,7 +211,7 @@ def _plan_lines(keys: np.ndarray, source: int, numbers: np.ndarray) -> tuple[byt
     _, offsets, data = lines.buffers()
     bounds = np.frombuffer(offsets, dtype=np.int32)[: count + 1]
     start = int(bounds[0]) if count else 0
-    return (data.to_pybytes()[start : int(bounds[-1])] if count else b""), (bounds - start).tolist()
+    return (memoryview(data)[start : int(bounds[-1])] if count else memoryview(b"")), (bounds - start).tolist()
 
 
 def _sample(
@@ -217,11 +221,13 @@ def _sample(
     numbers: np.ndarray,
     batch: Any,
     names: tuple[str, ...],
+    named: bool,
     part: int,
     source: int,
     size: int,
 ) -> None:
-    """Keep the ``size`` smallest keys' rows (for the shard size), as the per-row path does."""
+    """Keep the ``size`` smallest keys' rows (for the shard size), as the per-row path does;
+    ``named``: whether a row carries its columns' names (not a ``.txt`` row's)."""
     if not len(keys):
         return
     smallest = np.argsort(keys, kind="stable")[:size]
@@ -231,7 +237,7 @@ def _sample(
         rank = -int(key)
         if len(sample) >= size and rank <= sample[0][0]:
             continue
-        found = Row(batch.source, number, tuple(values[n][j] if n in values else None for n in names), names)
+        found = Row(batch.source, number, tuple(values[n][j] if n in values else None for n in names), names if named else None)
         item = (rank, (part, number), source, found)
         if len(sample) < size:
             heapq.heappush(sample, item)

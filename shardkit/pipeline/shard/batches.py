@@ -34,13 +34,14 @@ from shardkit.pipeline.inputs.sources import PlanSource
 from shardkit.pipeline.plan import staged_rows
 from shardkit.pipeline.plan.plan_file import PlanSlice, block_entries, column_name, shard_blocks, table_columns
 from shardkit.pipeline.shard.fetch import Fetcher
-from shardkit.pipeline.shard.records import Stats, file_label, naming
+from shardkit.pipeline.shard.records import Stats, file_label
 from shardkit.storage import location
 from shardkit.storage.boundary import Boundary
 
 Skipped = list[tuple[str, int, str]]  # (source, line, reason) of entries left out
 CHUNK_ROWS = 16384  # records encoded together: a few MB of rows of numbers
-FILE_CHUNK_ROWS = 256  # ... where each record holds a file, which may be megabytes
+FILE_CHUNK_ROWS = 256  # ... where each record holds a file, which may be megabytes, at first:
+CHUNK_BYTES = 8 << 20  # then as many as make about this many bytes (small files: a chunk's fixed costs spread)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,7 +99,8 @@ class BatchMaker:
     def _table_blocks(self, positions: np.ndarray, numbers: np.ndarray, staged: str) -> Iterator[Block]:
         """Rows of tables: read back many at a time, each feature's column sliced per chunk."""
         columns = self._table_values(positions, numbers, staged)
-        for start in range(0, len(positions), self.chunk):
+        start = 0
+        while start < len(positions):
             stop = min(start + self.chunk, len(positions))
             where, lines = positions[start:stop], numbers[start:stop]
             origin = list(zip([self.sources[p].path for p in where.tolist()], lines.tolist(), strict=True))
@@ -106,7 +108,8 @@ class BatchMaker:
                 self._identities(where, lines) if spec.column == IDENTITY_COLUMN else _sliced(column, start, stop)
                 for spec, column in zip(self.config.features, columns, strict=True)
             ]
-            yield self._encoded(values, origin, [self.sources[p].folder for p in where.tolist()] if self.files else None)
+            yield self._sized(self._encoded(values, origin, [self.sources[p].folder for p in where.tolist()] if self.files else None))
+            start = stop
 
     def _identities(self, positions: np.ndarray, numbers: np.ndarray) -> Any:
         """Each row's identity (``FILE:ROW``, as ``Row.identity`` says it), made in Arrow."""
@@ -131,9 +134,8 @@ class BatchMaker:
             batch = staged_rows.taken(staged, source, found.path, rows, named) if named is not None else None
             batch = batch if batch is not None else found.format.table_at(found.path, rows, named)
             names = found.names or ()  # every column has a name here: planning refused a position past them
-            parts.append(
-                (where, [None if s.column == IDENTITY_COLUMN else batch.columns[column_name(s, names)] for s in self.config.features])  # type: ignore[index]
-            )
+            known = [None if s.column == IDENTITY_COLUMN else column_name(s, names, self.config.columns) for s in self.config.features]
+            parts.append((where, [None if name is None else batch.columns[name] for name in known]))
         back = np.argsort(np.concatenate([where for where, _ in parts]), kind="stable")
         out: list[Any] = []
         for i, spec in enumerate(self.config.features):
@@ -155,11 +157,19 @@ class BatchMaker:
 
     def _entry_blocks(self, fields: list[list[str]], staged: str) -> Iterator[Block]:
         """Rows of other inputs: each typed into an entry (as the per-record path does), then columns."""
-        for start in range(0, len(fields), self.chunk):
-            entries = list(block_entries(fields[start : start + self.chunk], self.sources, self.config, staged))
+        start = 0
+        while start < len(fields):
+            chunk, start = fields[start : start + self.chunk], start + self.chunk
+            entries = list(block_entries(chunk, self.sources, self.config, staged))
             entries = list(self.fetcher.ahead(entries)) if self.files else entries
             values: list[Any] = [[e.values[i] for e in entries] for i in range(len(self.config.features))]
-            yield self._encoded(values, [(e.source, e.line) for e in entries], None)
+            yield self._sized(self._encoded(values, [(e.source, e.line) for e in entries], None))
+
+    def _sized(self, block: Block) -> Block:
+        """``block`` as it is; the chunks after it sized by its records' bytes, where they hold files."""
+        if self.files and block.records:
+            self.chunk = int(min(CHUNK_ROWS, max(FILE_CHUNK_ROWS, CHUNK_BYTES * block.records // max(len(block.framed), 1))))
+        return block
 
     # -- records ------------------------------------------------------------------------------
 
@@ -222,9 +232,12 @@ def _kept(values: list[Any], keep: list[bool]) -> list[Any]:
 
 
 def _made(spec: FeatureSpec, data: bytes, value: Any) -> Any:
-    """A record's file as its kind's ``batch_columns`` takes it; a problem names the feature and file."""
-    with naming(spec.key, file_label(value)):
+    """A record's file as its kind's ``batch_columns`` takes it; a problem names the feature and
+    file (as ``records.naming`` does: not a context manager, whose cost a tiny file's record felt)."""
+    try:
         return spec.kind.batch_file(spec, data, spec.kind.stored(spec, data))
+    except ImageProblem as exc:
+        raise ImageProblem(f"{spec.key}: {file_label(value)}: {exc}") from None
 
 
 def _native(spec: FeatureSpec, columns: list[Any]) -> bool:

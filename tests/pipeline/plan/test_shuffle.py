@@ -196,8 +196,9 @@ def _plan_peak(tmp_path: Path, entries: int) -> tuple[int, int]:
 def test_planning_memory_does_not_grow_with_the_entries(tmp_path: Path) -> None:
     small, _ = _plan_peak(tmp_path, 50_000)
     large, plan_bytes = _plan_peak(tmp_path, 1_000_000)
-    # The plan file holds ~40 MB of lines; planning keeps the spool's buffer and one bucket (1/256) in memory.
-    assert plan_bytes > 30_000_000
+    # The plan file holds ~27 MB of lines (a .txt row's plan line names it by line, with no payload);
+    # planning keeps the spool's buffer and one bucket (1/256) in memory.
+    assert plan_bytes > 20_000_000
     assert large < 12_000_000 and large < 2 * small, (small, large)
 
 

@@ -13,6 +13,7 @@ import pytest
 
 import shardkit
 from shardkit.pipeline.config import parse_config
+from shardkit.pipeline.inputs.formats.image_folder import IMAGE_FOLDER
 from shardkit.pipeline.inputs.formats.parquet import PARQUET
 from shardkit.pipeline.inputs.formats.txt import TXT
 from shardkit.pipeline.inputs.sources import PlanSource
@@ -115,8 +116,10 @@ def test_which_builds_take_the_batch_path(tmp_path: Path) -> None:
     table = PlanSource(str(tmp_path / "t.parquet"), str(tmp_path), PARQUET)
     text = PlanSource(str(tmp_path / "t.txt"), str(tmp_path), TXT)
     plain = parse_config({"features": {"image": {"kind": "image"}, "label": {"kind": "int64"}}})
-    assert batches.applies(plain, [table]) and batches.applies(plain, [text, text])
-    assert not batches.applies(plain, [table, text])  # tables and rows of index files are read apart
+    folder = PlanSource(str(tmp_path / "train"), str(tmp_path), IMAGE_FOLDER)
+    assert batches.applies(plain, [table]) and batches.applies(plain, [text, text]) and batches.applies(plain, [folder])
+    assert batches.applies(plain, [table, text])  # a .txt index file is read as a table too
+    assert not batches.applies(plain, [table, folder])  # tables and rows of other inputs are read apart
     with_mask = parse_config({"features": {"image": {"kind": "image"}, "mask": {"kind": "mask"}}})
     assert not batches.applies(with_mask, [text])  # a mask is checked against its image record by record
     augmented = parse_config(

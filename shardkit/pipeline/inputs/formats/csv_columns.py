@@ -73,21 +73,57 @@ def header(source: str, handle: IO[bytes], delimiter: str) -> Header:
                 raise ShardkitError(f"{source}: empty file: a header row is needed")
 
 
+def cut(handle: IO[bytes], head: Header, delimiter: str, piece_bytes: int) -> list[tuple[int, int | None, int]]:
+    """(start, stop, first line) of pieces of about ``piece_bytes`` after ``head`` (``handle`` is
+    at ``head.offset``), each ending where a row does: found as ``read`` finds rows, a block at a
+    time. From the first block that is not RFC 4180 clean, the rest is one piece (None: to the end)."""
+    pieces: list[tuple[int, int | None, int]] = []
+    start, line = head.offset, head.line
+    offset, lines, carry = head.offset, head.line, b""
+    while True:
+        more = handle.read(BLOCK_BYTES)
+        data = carry + more
+        scan = _scan(data, delimiter, final=not more) if more else None
+        if scan is None:
+            break
+        ends, lfs = scan
+        if not len(ends):
+            carry = data
+            continue
+        stop = int(ends[-1]) + 1
+        carry = data[stop:]
+        offset += stop
+        lines += int(np.count_nonzero(lfs < stop))
+        if offset - start >= piece_bytes:
+            pieces.append((start, offset, line))
+            start, line = offset, lines
+    pieces.append((start, None, line))
+    return pieces
+
+
 def read(
-    source: str, handle: IO[bytes], head: Header, delimiter: str, columns: Sequence[str], block_bytes: int = BLOCK_BYTES
+    source: str,
+    handle: IO[bytes],
+    head: Header,
+    delimiter: str,
+    columns: Sequence[str],
+    block_bytes: int = BLOCK_BYTES,
+    limit: int | None = None,
 ) -> Iterator[TextColumns]:
-    """The data rows after ``head`` (``handle`` is at ``head.offset``) as batches of ``columns``."""
+    """The data rows after ``head`` (``handle`` is at ``head.offset``) as batches of ``columns``;
+    ``limit``: the bytes to read, where a piece of the file ends (at a row's end)."""
     wanted = [head.names.index(name) for name in columns]  # a repeated name: its first column, as Row.get
     line, offset, carry = head.line, head.offset, b""
+    reader: Any = handle if limit is None else _Limited(handle, limit)
     while True:
-        more = handle.read(block_bytes)
+        more = reader.read(block_bytes)
         data = carry + more
         if not data:
             return
         scan = _scan(data, delimiter, final=not more)
         if more:
             if scan is None:  # not RFC 4180 clean: the rest the Python way
-                yield from _python(source, _Chained(data, handle), line, offset, head, delimiter, wanted)
+                yield from _python(source, _Chained(data, reader), line, offset, head, delimiter, wanted)
                 return
             ends, lfs = scan
             if not len(ends):  # one row longer than a block
@@ -248,6 +284,18 @@ def _rows(block: bytes, scan: Scan | None, line: int) -> tuple[np.ndarray, np.nd
     empty = (length == 0) | ((length == 1) & (raw[np.minimum(begin, len(raw) - 1)] == _CR))
     starts = line + np.searchsorted(lfs, begin)
     return starts[~empty].astype(np.int64), begin[~empty], stop[~empty]
+
+
+class _Limited:
+    """The first ``limit`` bytes of a file."""
+
+    def __init__(self, handle: IO[bytes], limit: int) -> None:
+        self._handle, self._left = handle, limit
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._handle.read(self._left if size < 0 else min(size, self._left))
+        self._left -= len(data)
+        return data
 
 
 class _Chained(io.RawIOBase):

@@ -118,6 +118,17 @@ class TableBatch:
         return self.lines if self.lines is not None else np.arange(self.first, self.first + self.rows, dtype=np.int64)
 
 
+def rows_of(batch: TableBatch, numbers: Sequence[int], names: Sequence[str], named: bool) -> list[Row]:
+    """The rows of ``batch`` (numbered ``numbers``) as wide as the source's columns ``names``, a
+    column the batch lacks None (a config may name a column by its position); ``named``: whether
+    the rows carry the names (a ``.txt`` row's columns are named by the config, if at all)."""
+    read = {name: column.to_pylist() for name, column in batch.columns.items()}
+    empty = [None] * len(numbers)
+    values = zip(*(read.get(name, empty) for name in names), strict=True)
+    keep = tuple(names) if named else None
+    return [Row(batch.source, n, row, keep) for n, row in zip(numbers, values, strict=True)]
+
+
 def found_at(numbered: Any, wanted: Any) -> tuple[Any, Any]:
     """Where each of the sorted numbers ``wanted`` is in the sorted ``numbered`` (NumPy arrays),
     and which are there at all."""

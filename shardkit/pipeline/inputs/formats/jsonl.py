@@ -25,6 +25,7 @@ from shardkit.storage import location
 @dataclasses.dataclass(frozen=True)
 class Jsonl(TextFormat):
     cuts_at_line_ends: ClassVar[bool] = True
+    keeps_names: ClassVar[bool] = True  # a row read back from its table is named by the columns planning read (a payload's by its keys)
     reads_tables: ClassVar[bool] = True
     stages_rows: ClassVar[bool] = True
     keys_by_identity: ClassVar[bool] = True

@@ -12,11 +12,11 @@ import codecs
 import contextlib
 import dataclasses
 import io
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import IO, Any, ClassVar
 
 from shardkit.errors import EntryError, ShardkitError
-from shardkit.pipeline.inputs.formats.input_format import InputFormat, Piece, Row
+from shardkit.pipeline.inputs.formats.input_format import InputFormat, Piece, Row, TableBatch, found_at, rows_of
 from shardkit.storage import location
 
 
@@ -60,6 +60,46 @@ class TextFormat(InputFormat):
     def text_rows(self, piece: Piece, lines: IO[str]) -> Iterator[Row | EntryError]:
         """The rows of ``lines``, the text of ``piece`` (its first line numbered ``piece.first_line``)."""
         raise NotImplementedError
+
+    # -- a text format read as a table (``reads_tables``): rows of text columns named by line ------
+    # Planning stages the columns a config maps beside the plan (``plan.staged_rows``), where the
+    # shards take their rows from; for an OUT in a bucket they are read again from the file here.
+
+    def table_at(self, source: str, numbers: Sequence[int], columns: Sequence[str] | None) -> TableBatch:
+        """The rows on lines ``numbers``, in that order: the file read again, only those rows kept."""
+        import numpy as np
+        import pyarrow as pa
+
+        wanted = np.asarray(numbers, dtype=np.int64)
+        order = np.argsort(wanted, kind="stable")
+        ordered = wanted[order]
+        parts = []
+        for batch in self.read_tables(Piece(source), columns):
+            at, hit = found_at(batch.lines, ordered)
+            if hit.any():
+                parts.append({name: column.take(pa.array(at[hit])) for name, column in batch.columns.items()})
+            if len(ordered) and len(batch.lines) and batch.lines[-1] >= ordered[-1]:
+                break  # past the last row asked for (an unshuffled shard's rows are one run of lines)
+        if sum(len(next(iter(p.values()))) for p in parts) != len(wanted):
+            raise ShardkitError(f"{source}: the plan names rows the file no longer has at those lines: it changed since planning")
+        back = np.empty_like(order)
+        back[order] = np.arange(len(order))
+        names = list(parts[0]) if parts else list(columns or ())
+        joined = {n: pa.concat_arrays([p[n] for p in parts]).take(pa.array(back)) if parts else pa.array([], pa.string()) for n in names}
+        return TableBatch(source, 0, joined, wanted)
+
+    def rows_at(self, source: str, numbers: Sequence[int], columns: Sequence[str] | None) -> list[Row]:
+        return rows_of(self.table_at(source, numbers, columns), numbers, self.column_names(source), named=self.keeps_names)
+
+    @contextlib.contextmanager
+    def opened(self, path: str) -> Iterator[Any]:
+        """The file ``path`` open for reading bytes; a failure to open it is one line."""
+        try:
+            handle = location.open_read(path)
+        except OSError as exc:
+            raise ShardkitError(f"{path}: cannot read index file: {_why(exc)}") from None
+        with handle, explained(path):
+            yield handle
 
 
 def first_bad_byte(path: str, start: int) -> int:
