@@ -132,10 +132,10 @@ class FeatureKind:
     shrinks_on_decode: ClassVar[bool] = False  # may be decoded at a fraction of its size when the pipeline begins by shrinking
     has_classes: ClassVar[bool] = False  # its values are indices into a class list (names in the manifest)
     counts_labels: ClassVar[bool] = False  # the manifest counts how many records carry each value
-    # Whether previews and label balance treat it as a label: "always", "by_name" (when its key
-    # reads like one: label, class, ...) or "never".
+    # Whether previews and label balance treat it as a label: "always", "by_name" (its key reads like one: label, class) or "never".
     label_role: ClassVar[str] = "never"
     plain_text_ok: ClassVar[bool] = False  # any non-empty word of a .txt line is a valid value
+    json_type: ClassVar[str | None] = None  # the Arrow type a .jsonl column is read as, each value what json.loads gives; None: by rows
     counts_objects: ClassVar[bool] = False  # its label counts are per object and by class, however many classes
 
     def __eq__(self, other: object) -> bool:

@@ -50,6 +50,7 @@ class FileKind(FeatureKind):
     plain_text_ok: ClassVar[bool] = True  # any word names a path; the worker finds out whether it exists
     wire: ClassVar[str] = "bytes"
     schema_dtype: ClassVar[str] = "bytes"
+    json_type: ClassVar[str | None] = "string"  # a path
 
     def column_problems(self, spec: FeatureSpec, column: Any, rows: Any = None) -> list[tuple[int, str]]:
         """Paths, bytes or the ``{bytes, path}`` struct: only empty values are suspect (whether a

@@ -19,6 +19,7 @@ from shardkit.units import plural
 
 class ClassNameKind(FeatureKind):
     name: ClassVar[str] = "class_name"
+    json_type: ClassVar[str | None] = "string"
     wire: ClassVar[str] = "int64"
     schema_dtype: ClassVar[str] = "int64"
     has_classes: ClassVar[bool] = True
@@ -114,6 +115,7 @@ class ClassIdKind(ClassNameKind):
     it, its name from the config's ``classes`` list; the record holds the id, the manifest the names."""
 
     name: ClassVar[str] = "class_id"
+    json_type: ClassVar[str | None] = "int64"
 
     def classes(self, value: object, path: str, source: str | None) -> tuple[str, ...] | None:
         if value is None:

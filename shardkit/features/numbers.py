@@ -121,6 +121,7 @@ class Int64Kind(NumberKind):
     wire: ClassVar[str] = "int64"
     schema_dtype: ClassVar[str] = "int64"
     numpy_dtype: ClassVar[type[np.generic]] = np.int64
+    json_type: ClassVar[str | None] = "int64"  # a JSON integer past int64 is not one: its block is read row by row
     counts_labels: ClassVar[bool] = True
     label_role: ClassVar[str] = "by_name"
 
@@ -176,6 +177,7 @@ class FloatKind(NumberKind):
     wire: ClassVar[str] = "float"
     schema_dtype: ClassVar[str] = "float"
     numpy_dtype: ClassVar[type[np.generic]] = np.float32
+    json_type: ClassVar[str | None] = "double"  # 1 and 1.0 are one number here (not so for a text feature)
 
     def cast(self, item: Any) -> Any:
         value = float(item)

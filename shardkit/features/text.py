@@ -18,6 +18,7 @@ class StringKind(FeatureKind):
     wire: ClassVar[str] = "bytes"
     schema_dtype: ClassVar[str] = "string"
     label_role: ClassVar[str] = "by_name"
+    json_type: ClassVar[str | None] = "string"
 
     def typed(self, spec: FeatureSpec, raw: Any, folder: str | None) -> Any:
         """A text as UTF-8 bytes; a list of texts as a list of them."""

@@ -68,7 +68,12 @@ def to_entry(row: Row, config: Config, folder: str | None = None) -> Entry:
 
 
 def checked_rows(
-    rows: Iterable[Row | EntryError], config: Config, on_error: str, errors: list[EntryError], classes: dict[str, set[str]]
+    rows: Iterable[Row | EntryError],
+    config: Config,
+    on_error: str,
+    errors: list[EntryError],
+    classes: dict[str, set[str]],
+    checked: set[str] | None = None,
 ) -> Iterator[Row]:
     """The rows that pass every check ``to_entry`` makes (planning builds no entries: a worker
     does, from the plan); with ``on_error='skip'`` bad rows go to ``errors`` instead of raising.
@@ -76,6 +81,7 @@ def checked_rows(
 
     The first row of each index file also checks that every configured column exists: a wrong
     column name is a config mistake, reported as such even with ``skip``, not one error per line.
+    ``checked``: the files whose first row was checked already (rows read a block at a time).
     """
     positions = {name: i for i, name in enumerate(config.columns or ())}
     checks = []  # (spec, the same with a .txt column name made a position, where its class names go)
@@ -95,7 +101,7 @@ def checked_rows(
         if spec.kind.has_classes and isinstance(txt_spec.column, int)
     ]
     txt_checks += [c for c in checks if c[0].kind.has_classes and not isinstance(c[1].column, int)]
-    checked: set[str] = set()
+    checked = set() if checked is None else checked
     for row in rows:
         try:
             if isinstance(row, EntryError):

@@ -44,21 +44,28 @@ def encode_line(key: bytes, source: int, row: Row, payload: str) -> bytes:
 
 def read_entries(plan_dir: str, part: PlanSlice, sources: Sequence[PlanSource], config: Config) -> Iterator[Entry]:
     """The entries of one shard, typed and with paths resolved, in plan order."""
-    # Each source's format reads its rows back, looked up once a shard, not once a line.
-    readers = [(s.format.plan_row, s.path, s.names, s.folder) for s in sources]
-    tables = {i for i, s in enumerate(sources) if s.format.reads_tables}
     staged = location.join(plan_dir, layout.staged_rows(part.file))
     for lines in shard_lines(location.join(plan_dir, part.file), part):
-        fields = [line.decode("utf-8", "surrogateescape").split("\t", 3) for line in lines]
-        read = _table_rows(fields, tables, sources, config, staged) if tables else {}
-        for _, position, number, payload in fields:
-            source = int(position)
-            if source in tables:
-                row = read[source][int(number)]
-            else:
-                plan_row, path, names, _ = readers[source]
-                row = plan_row(path, names, int(number), payload)
-            yield to_entry(row, config, readers[source][3])
+        yield from block_entries([line.decode("utf-8", "surrogateescape").split("\t", 3) for line in lines], sources, config, staged)
+
+
+def block_entries(fields: list[list[str]], sources: Sequence[PlanSource], config: Config, staged: str) -> Iterator[Entry]:
+    """The entries of a block of plan lines (split into their fields), in order. A table's row
+    whose line keeps no payload is read back from the table, many at a time; every other row
+    (of a table too, where its format read it row by row: ``reads_rows_where_unclean``) from its
+    payload."""
+    # Each source's format reads its rows back, looked up once a block, not once a line.
+    readers = [(s.format.plan_row, s.path, s.names, s.folder) for s in sources]
+    tables = {i for i, s in enumerate(sources) if s.format.reads_tables}
+    read = _table_rows(fields, tables, sources, config, staged) if tables else {}
+    for _, position, number, payload in fields:
+        source = int(position)
+        if source in tables and not payload:
+            row = read[source][int(number)]
+        else:
+            plan_row, path, names, _ = readers[source]
+            row = plan_row(path, names, int(number), payload)
+        yield to_entry(row, config, readers[source][3])
 
 
 def _table_rows(
@@ -67,8 +74,8 @@ def _table_rows(
     """The rows of a block of plan lines whose sources are tables, read back many at a time (from
     the rows staged for the shards, where planning staged them)."""
     wanted: dict[int, list[int]] = {}
-    for _, position, number, _ in fields:
-        if int(position) in tables:
+    for _, position, number, payload in fields:
+        if int(position) in tables and not payload:
             wanted.setdefault(int(position), []).append(int(number))
     columns = table_columns(config, sources)
     read = {}

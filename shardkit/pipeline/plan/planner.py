@@ -36,7 +36,7 @@ from shardkit.pipeline.inputs.splits import SplitInput
 from shardkit.pipeline.plan.arithmetic import ShuffleKeys, default_entries_per_shard
 from shardkit.pipeline.plan.plan_file import encode_line, write_plan
 from shardkit.pipeline.plan.spool import BUFFER_BYTES, Spool, merged
-from shardkit.pipeline.plan.table_rows import plan_tables
+from shardkit.pipeline.plan.table_rows import TablesPlanned, plan_tables
 from shardkit.storage import location
 from shardkit.storage.boundary import Boundary
 
@@ -144,22 +144,27 @@ def _fill(
     on_error: str,
     part: int,
     progress: Progress | None = None,
+    into: TablesPlanned | None = None,
+    checked: set[str] | None = None,
 ) -> _Spooled:
-    """Check, key and spool ``rows``; ``part`` tells this pass's sample apart from other pieces'."""
-    classes = config.open_classes()
-    errors: list[EntryError] = []
+    """Check, key and spool ``rows``; ``part`` tells this pass's sample apart from other pieces'.
+    ``into``: what a table's pieces found so far, which these rows add to (``plan_tables``);
+    ``checked``: the files whose first row was checked already (``checked_rows``)."""
+    found = into if into is not None else TablesPlanned([], config.open_classes(), [], {})
+    classes, errors, sample = found.classes, found.errors, found.sample
     position = {s.path: i for i, s in enumerate(sources)}
     keys = [ShuffleKeys(seed, i) for i in range(len(sources))]
     payloads = [s.format.plan_payload for s in sources]  # looked up once, not once a row
     trims = [spec for spec in config.features if spec.kind.trims_plan(spec)]
     unnamed = {i for i, s in enumerate(sources) if s.format.keeps_names and s.names is None}  # a csv header, still to record
-    sample: list[tuple[int, tuple[int, int], int, Row]] = []
-    for row in checked_rows(rows, config, on_error, errors, classes):
+    count = 0
+    for row in checked_rows(rows, config, on_error, errors, classes, checked):
         if trims:
             row = _trimmed(row, trims, config.columns)
         source = position[row.source]
         key = keys[source](row.identity)
         spool.add(encode_line(key, source, row, payloads[source](row)), key[0])  # unsorted spools keep the order they are given
+        count += 1
         if unnamed and source in unnamed:
             sources[source] = dataclasses.replace(sources[source], names=row.names)
             unnamed.discard(source)
@@ -168,10 +173,10 @@ def _fill(
             heapq.heappush(sample, (rank, (part, spool.lines), source, row))
         elif rank > sample[0][0]:
             heapq.heapreplace(sample, (rank, (part, spool.lines), source, row))
-        if progress is not None and not spool.lines % TICK:
+        if progress is not None and not count % TICK:
             progress(TICK)
     if progress is not None:
-        progress(spool.lines % TICK)
+        progress(count % TICK)
     return _Spooled(spool, sources, sample, classes, errors)
 
 
@@ -186,8 +191,13 @@ def _fill_tables(
     progress: Progress | None = None,
     stage: str | None = None,
 ) -> _Spooled:
-    """``_fill`` for pieces of tables: a column batch at a time (``plan.table_rows``)."""
-    found = plan_tables(pieces, sources, config, spool, seed, on_error, part, SAMPLE, progress, stage)
+    """``_fill`` for pieces of tables: a column batch at a time (``plan.table_rows``); a block
+    read row by row is planned as ``_fill`` plans rows, into what the batches found."""
+
+    def by_rows(rows: Iterable[Row | EntryError], found: TablesPlanned, checked: set[str]) -> None:
+        _fill(rows, list(sources), config, spool, seed, on_error, part, progress, found, checked)
+
+    found = plan_tables(pieces, sources, config, spool, seed, on_error, part, SAMPLE, progress, stage, by_rows)
     sources = [dataclasses.replace(s, names=found.names[i]) if i in found.names else s for i, s in enumerate(sources)]
     return _Spooled(spool, sources, found.sample, found.classes, found.errors)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -53,22 +53,44 @@ def plan_tables(
     sample_size: int,
     progress: Callable[[int], None] | None = None,
     stage: str | None = None,
+    by_rows: Callable[[Iterable[Row | EntryError], TablesPlanned, set[str]], None] | None = None,
 ) -> TablesPlanned:
     """Check, key and spool the rows of ``pieces`` (each of a table source); ``part`` tells this
     pass's sample apart from other pieces'. With ``on_error`` "fail" the first bad row raises.
-    ``stage``: the folder the mapped columns are staged in for the shards (``plan.staged_rows``)."""
+    ``stage``: the folder the mapped columns are staged in for the shards (``plan.staged_rows``).
+    ``by_rows``: plans rows read one by one into what was found (``reads_rows_where_unclean``),
+    checking that the file's first row has every column the config names (``checked_rows``): a
+    first row read as a table has them."""
     position = {s.path: i for i, s in enumerate(sources)}
     found = TablesPlanned([], config.open_classes(), [], {})
     for piece in pieces:
         source = position[piece.path]
         table = sources[source].format
-        names = found.names.setdefault(source, table.column_names(piece.path))
-        if not names and not table.keeps_names:  # a .txt file of no data line: nothing to check or plan
-            continue
-        checks = _checks(config, names, piece.path)
+        batches: Iterable[Any]
+        checks: list[tuple[FeatureSpec, str]] = []
+        if table.reads_rows_where_unclean:
+            types = _json_types(config)
+            if types is None or stage is None or by_rows is None:  # a column by position; a bucket's OUT (nothing staged)
+                found.names.setdefault(source, ())
+                batches = [piece]
+            else:
+                checks = _checks(config, found.names.setdefault(source, tuple(types)), piece.path)
+                batches = table.read_blocks(piece, types)
+        else:
+            names = found.names.setdefault(source, table.column_names(piece.path))
+            if not names and not table.keeps_names:  # a .txt file of no data line: nothing to check or plan
+                continue
+            checks = _checks(config, names, piece.path)
+            batches = table.read_tables(piece, list(dict.fromkeys(column for _, column in checks)))
+        names = found.names[source]
         stager = Stager(stage, source, piece.first_line) if stage is not None else None
+        checked = set() if piece.start == 0 else {piece.path}  # the file's first row is in this piece, or not
         try:
-            for batch in table.read_tables(piece, list(dict.fromkeys(column for _, column in checks))):
+            for batch in batches:
+                if isinstance(batch, Piece):  # a block Arrow cannot read as Python does: its rows one by one
+                    by_rows(table.read_rows(batch), found, checked)  # type: ignore[misc]
+                    continue
+                checked.add(piece.path)
                 if stager is not None:
                     stager.add(batch.columns, batch.lines)
                 _plan_batch(batch, checks, found, spool, seed, on_error, part, source, names, sample_size, progress, table)
@@ -113,6 +135,20 @@ def _plan_batch(
     _sample(found.sample, keys, rows, numbers, batch, names, table.keeps_names, part, source, sample_size)
     if progress is not None:
         progress(len(rows))
+
+
+def _json_types(config: Config) -> dict[str, str] | None:
+    """Each mapped column's Arrow type, as its feature's kind reads it from JSON (``json_type``);
+    None where a column is named by position, two features read one column as different types,
+    or a kind's values are read row by row."""
+    types: dict[str, str] = {}
+    for spec in config.features:
+        if spec.column == IDENTITY_COLUMN:
+            continue
+        kind = spec.kind.json_type if spec.kind.batchable(spec) else None
+        if kind is None or not isinstance(spec.column, str) or types.setdefault(spec.column, kind) != kind:
+            return None
+    return types
 
 
 def _checks(config: Config, names: tuple[str, ...], source: str) -> list[tuple[FeatureSpec, str]]:

@@ -29,11 +29,10 @@ from shardkit.formats.example_batch import encode_batch, frame_batch
 from shardkit.formats.image_headers import ImageProblem
 from shardkit.output import layout
 from shardkit.pipeline.config import IDENTITY_COLUMN, Config
-from shardkit.pipeline.inputs.entries import Entry, to_entry
 from shardkit.pipeline.inputs.formats.input_format import file_name
 from shardkit.pipeline.inputs.sources import PlanSource
 from shardkit.pipeline.plan import staged_rows
-from shardkit.pipeline.plan.plan_file import PlanSlice, column_name, shard_blocks, table_columns
+from shardkit.pipeline.plan.plan_file import PlanSlice, block_entries, column_name, shard_blocks, table_columns
 from shardkit.pipeline.shard.fetch import Fetcher
 from shardkit.pipeline.shard.records import Stats, file_label
 from shardkit.storage import location
@@ -88,10 +87,12 @@ class BatchMaker:
     def blocks(self, plan_dir: str, part: PlanSlice) -> Iterator[Block]:
         staged = location.join(plan_dir, layout.staged_rows(part.file))  # the table rows planning staged, if any
         for block in shard_blocks(location.join(plan_dir, part.file), part):
-            if self.tables:
+            if self.tables and block.count(b"\t\n") == block.count(b"\n"):  # every line a table's row, without a payload
                 yield from self._table_blocks(*_table_lines(block), staged)
-            else:
-                yield from self._entry_blocks([line.split(b"\t", 3) for line in block.split(b"\n")[:-1]])
+            else:  # some of a table's rows read row by row (``reads_rows_where_unclean``): each typed as an entry
+                yield from self._entry_blocks(
+                    [line.split("\t", 3) for line in block.decode("utf-8", "surrogateescape").split("\n")[:-1]], staged
+                )
 
     # -- where the values come from -----------------------------------------------------------
 
@@ -154,17 +155,12 @@ class BatchMaker:
                 out.append([typed[j] for j in back.tolist()])
         return out
 
-    def _entry_blocks(self, fields: list[list[bytes]]) -> Iterator[Block]:
+    def _entry_blocks(self, fields: list[list[str]], staged: str) -> Iterator[Block]:
         """Rows of other inputs: each typed into an entry (as the per-record path does), then columns."""
-        readers = [(s.format.plan_row, s.path, s.names, s.folder) for s in self.sources]
         start = 0
         while start < len(fields):
-            entries: list[Entry] = []
             chunk, start = fields[start : start + self.chunk], start + self.chunk
-            for _, position, number, payload in chunk:
-                plan_row, path, names, folder = readers[int(position)]
-                row = plan_row(path, names, int(number), payload.decode("utf-8", "surrogateescape"))
-                entries.append(to_entry(row, self.config, folder))
+            entries = list(block_entries(chunk, self.sources, self.config, staged))
             entries = list(self.fetcher.ahead(entries)) if self.files else entries
             values: list[Any] = [[e.values[i] for e in entries] for i in range(len(self.config.features))]
             yield self._sized(self._encoded(values, [(e.source, e.line) for e in entries], None))

@@ -167,6 +167,9 @@ class InputFormat:
     # Its rows' shuffle keys hash their identities (``FILE:LINE``), as when it was read row by row,
     # so a build's order did not change when it became a table; a Parquet row's key is arithmetic.
     keys_by_identity: ClassVar[bool] = False
+    # Its table is read with ``read_blocks``, whose blocks Arrow cannot read exactly come back as
+    # pieces to read with ``read_rows`` (a ``.jsonl``'s): those rows' plan lines keep a payload.
+    reads_rows_where_unclean: ClassVar[bool] = False
     # Its files are written by other tools and people (annotation files, tables): the paths they
     # name must resolve inside the dataset's root (``root_of``; ``storage.boundary``). An index
     # file the user writes names any path.
@@ -262,6 +265,11 @@ class InputFormat:
     def read_tables(self, piece: Piece, columns: Sequence[str] | None) -> Iterator[Any]:
         """A table's rows as column batches (``TableBatch``) of ``columns`` (None: all), in order."""
         raise NotImplementedError(f"{self.name} inputs are not tables")
+
+    def read_blocks(self, piece: Piece, types: Mapping[str, str]) -> Iterator[Any]:
+        """A table's rows as column batches (``TableBatch``) of the columns ``types`` names, each read
+        as its type, and pieces (``Piece``) to read with ``read_rows`` (``reads_rows_where_unclean``)."""
+        raise NotImplementedError(f"{self.name} inputs are not read in blocks")
 
     def table_at(self, source: str, numbers: Sequence[int], columns: Sequence[str] | None) -> Any:
         """The rows numbered ``numbers``, in that order, as one column batch (``TableBatch``)."""

@@ -8,6 +8,7 @@ offset where they are.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import dataclasses
 import io
@@ -53,8 +54,8 @@ class TextFormat(InputFormat):
         with handle, explained(source):
             try:
                 yield from self.text_rows(piece, handle)
-            except UnicodeDecodeError as exc:
-                raise ShardkitError(f"{source}: not UTF-8 text ({exc.reason} near byte {piece.start + exc.start})") from None
+            except UnicodeDecodeError as exc:  # its start counts from the decoder's chunk, not the file
+                raise ShardkitError(f"{source}: not UTF-8 text ({exc.reason} near byte {first_bad_byte(source, piece.start)})") from None
 
     def text_rows(self, piece: Piece, lines: IO[str]) -> Iterator[Row | EntryError]:
         """The rows of ``lines``, the text of ``piece`` (its first line numbered ``piece.first_line``)."""
@@ -99,6 +100,23 @@ class TextFormat(InputFormat):
             raise ShardkitError(f"{path}: cannot read index file: {_why(exc)}") from None
         with handle, explained(path):
             yield handle
+
+
+def first_bad_byte(path: str, start: int) -> int:
+    """Where the first byte from ``start`` on that is not UTF-8 is (the error path alone reads
+    the file again for it, a block at a time)."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    offset = start  # of the block's first byte
+    with location.open_read(path) as f:
+        f.seek(start)
+        while block := f.read(1 << 20):
+            held = len(decoder.getstate()[0])  # the bytes of a character the last block cut
+            try:
+                decoder.decode(block, final=len(block) < 1 << 20)
+            except UnicodeDecodeError as exc:
+                return offset - held + exc.start
+            offset += len(block)
+    return offset
 
 
 def explained(path: str) -> contextlib.AbstractContextManager[None]:
