@@ -20,6 +20,7 @@ from shardkit.cli import main
 from shardkit.errors import ConfigError, EntryError, OutputError
 from shardkit.pipeline.config import parse_config
 from shardkit.pipeline.inputs.splits import resolve_config, rows_by_split
+from shardkit.pipeline.plan.arithmetic import ShuffleKeys, identity_keys
 from shardkit.pipeline.plan.planner import make_plan
 from tests.tfread import by_source, read_split, shard_files
 
@@ -301,3 +302,12 @@ def test_planning_has_its_own_progress_line(seg_data: Path, tmp_path: Path, caps
     shardkit.build([seg_data], tmp_path / "out", workers=1, progress=True)
     err = capsys.readouterr().err
     assert "planning: 32.0 entries" in err and "building: 100%" in err  # counts scale: 1.00M entries
+
+
+@pytest.mark.parametrize("name", ["train.csv", "répertoire-été.txt"])
+def test_a_tables_keys_are_the_keys_its_rows_had_one_by_one(name: str) -> None:
+    """A CSV, TSV, .txt or .jsonl row keeps the shuffle key it had when such files were planned
+    row by row (the hash of ``FILE:LINE``): the same build, the same order, whichever path planned it."""
+    rows = np.array([1, 2, 17, 999_999_999_999], dtype=np.int64)
+    one_by_one = [int.from_bytes(ShuffleKeys(7, 3)(f"{name}:{n}"), "big") for n in rows.tolist()]
+    assert identity_keys(7, 3, name, rows).tolist() == one_by_one
