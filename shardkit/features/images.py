@@ -102,7 +102,7 @@ class PictureKind(FileKind):
     def batch_columns(self, spec: FeatureSpec, values: Any, stats: RecordStats) -> list[tuple[str, str, Any]]:
         import pyarrow as pa
 
-        for _, _, height, width, channels in values:
+        for height, width, channels in {v[2:] for v in values}:  # a size once a chunk, not once a record
             stats.size(spec.key, height, width, channels)
         return [(spec.key, "bytes", pa.array([v[0] for v in values], pa.large_binary())), *self.beside_columns(spec, values)]
 

@@ -24,7 +24,12 @@ INDEX_SUFFIX = ".idx"
 
 def index_text(offsets: list[tuple[int, int]]) -> bytes:
     """The index format of DALI's and the ``tfrecord`` package's tfrecord2idx: ``offset length`` per line."""
-    return "".join(f"{offset} {length}\n" for offset, length in offsets).encode()
+    return flat_index_text([n for pair in offsets for n in pair])
+
+
+def flat_index_text(flat: list[int]) -> bytes:
+    """``index_text`` of offsets given as one list (offset, length, offset, ...): one formatting call."""
+    return (("%d %d\n" * (len(flat) // 2)) % tuple(flat)).encode()
 
 
 def read_index(path: str) -> list[tuple[int, int]]:

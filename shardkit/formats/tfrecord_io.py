@@ -50,13 +50,18 @@ class RecordWriter:
         self.records = 0
         self.bytes_written = 0
         self.crc32c = 0
-        self.offsets: list[tuple[int, int]] = []  # (offset, framed length) per record, for .idx files
+        self.flat_offsets: list[int] = []  # offset, framed length, offset, ... per record, for .idx files
+
+    @property
+    def offsets(self) -> list[tuple[int, int]]:
+        """(offset, framed length) of every record written."""
+        return list(zip(self.flat_offsets[0::2], self.flat_offsets[1::2], strict=True))
 
     def write(self, data: bytes) -> None:
         chunk = frame(data)
         self._file.write(chunk)
         self.crc32c = crc32c.crc32c(chunk, value=self.crc32c)
-        self.offsets.append((self.bytes_written, len(chunk)))
+        self.flat_offsets += (self.bytes_written, len(chunk))
         self.bytes_written += len(chunk)
         self.records += 1
 
@@ -73,7 +78,7 @@ class RecordWriter:
         self._file.write(view)
         self.crc32c = crc32c.crc32c(view, value=self.crc32c)
         starts = self.bytes_written + np.cumsum(lengths) - lengths
-        self.offsets.extend(zip(starts.tolist(), lengths.tolist(), strict=True))
+        self.flat_offsets += np.column_stack((starts, lengths)).ravel().tolist()  # no tuple a record
         self.bytes_written += len(view)
         self.records += len(lengths)
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from shardkit.errors import EntryError, StateError, WriteError, cut
 from shardkit.formats import image_headers
-from shardkit.formats.idx_sidecar import index_text
+from shardkit.formats.idx_sidecar import flat_index_text
 from shardkit.formats.tfrecord_io import RecordWriter, file_crc32c
 from shardkit.output import layout
 from shardkit.output.build_state import current_fingerprint
@@ -151,7 +151,7 @@ def write_shard(task: ShardTask, progress: Progress | None = None, tick_every: f
             size, crc = writer.bytes_written, writer.crc32c
         index_name = index = None
         if settings.index and settings.compression is None:
-            index_name, index = layout.index_name(task.name), index_text(writer.offsets)
+            index_name, index = layout.index_name(task.name), flat_index_text(writer.flat_offsets)
     except BaseException:
         atomic.remove_quietly(temp)
         raise
