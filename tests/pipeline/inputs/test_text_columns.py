@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from shardkit.errors import ShardkitError
 from shardkit.pipeline.inputs.formats import csv_columns, txt
 from shardkit.pipeline.inputs.formats.delimited import CSV, TSV
 from shardkit.pipeline.inputs.formats.input_format import InputFormat, Piece, Row
@@ -112,3 +113,15 @@ def test_the_columns_of_a_clean_file_come_from_arrow_not_the_line_reader(tmp_pat
     monkeypatch.setattr(TXT.__class__, "_python_block", refused)
     assert _as_columns(CSV, [Piece(str(tmp_path / "t.csv"))]) == ([(2, ("1", "x, y")), (3, ("2", "two\r\nlines")), (6, ("3", "z"))], [])
     assert _as_columns(TXT, [Piece(str(tmp_path / "t.txt"))]) == ([(2, ("img/a.png", "1")), (4, ("img/b.png", "2"))], [])
+
+
+@pytest.mark.parametrize("suffix", ["csv", "txt"])
+def test_bytes_that_are_not_utf8_deep_in_a_file_are_named_by_their_offset(tmp_path: Path, suffix: str) -> None:
+    """Past the first block and the decoder's chunks: the byte's offset in the file."""
+    head = b"s,n\r\n" + b"abcdefghi,1\r\n" * 8000 if suffix == "csv" else b"abcdefghi 1\r\n" * 8000
+    path = tmp_path / f"train.{suffix}"
+    path.write_bytes(head + b"\xff,2\r\n" + b"x,3\r\n" * 10 if suffix == "csv" else head + b"\xff 2\r\n")
+    fmt = CSV if suffix == "csv" else TXT
+    with pytest.raises(ShardkitError) as caught:
+        _as_columns(fmt, [Piece(str(path))])
+    assert str(caught.value) == f"{path}: not UTF-8 text (invalid start byte near byte {len(head)})"

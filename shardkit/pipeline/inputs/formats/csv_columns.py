@@ -26,6 +26,7 @@ from typing import IO, Any
 import numpy as np
 
 from shardkit.errors import EntryError, ShardkitError
+from shardkit.pipeline.inputs.formats.text_lines import first_bad_byte
 
 BLOCK_BYTES = 4 << 20  # bytes parsed at once (pyarrow splits them among its threads): 8 MB, and a planning process passed 250 MB
 PYTHON_ROWS = 65536  # rows the Python reader gathers into one batch
@@ -353,7 +354,7 @@ def _python(
             if len(lines) + len(errors) >= PYTHON_ROWS:
                 yield batch()
     except UnicodeDecodeError as exc:
-        raise ShardkitError(f"{source}: not UTF-8 text ({exc.reason} near byte {offset + exc.start})") from None
+        raise ShardkitError(f"{source}: not UTF-8 text ({exc.reason} near byte {first_bad_byte(source, offset)})") from None
     if lines or errors:
         yield batch()
 

@@ -20,7 +20,7 @@ from typing import IO, ClassVar
 from shardkit.errors import EntryError, ShardkitError
 from shardkit.pipeline.inputs.formats.detection import darknet
 from shardkit.pipeline.inputs.formats.input_format import Piece, Row, TableBatch
-from shardkit.pipeline.inputs.formats.text_lines import TextFormat
+from shardkit.pipeline.inputs.formats.text_lines import TextFormat, first_bad_byte
 from shardkit.storage import location
 
 BLOCK_BYTES = 1 << 20  # bytes of lines read at once
@@ -147,7 +147,8 @@ class Txt(TextFormat):
         try:
             text = block.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise ShardkitError(f"{piece.path}: not UTF-8 text ({exc.reason} near byte {piece.start + exc.start})") from None
+            where = first_bad_byte(piece.path, piece.start)
+            raise ShardkitError(f"{piece.path}: not UTF-8 text ({exc.reason} near byte {where})") from None
         found = list(self.text_rows(Piece(piece.path, first_line=line, context=width), io.StringIO(text, newline="")))
         rows = [r for r in found if isinstance(r, Row)]
         if width is None and rows:
