@@ -77,7 +77,9 @@ def plan_tables(
                 checks = _checks(config, found.names.setdefault(source, tuple(types)), piece.path)
                 batches = table.read_blocks(piece, types)
         else:
-            names = found.names.setdefault(source, table.column_names(piece.path))
+            if source not in found.names:  # a file's header (or first row) read once, not once a piece
+                found.names[source] = table.column_names(piece.path)
+            names = found.names[source]
             if not names and not table.keeps_names:  # a .txt file of no data line: nothing to check or plan
                 continue
             checks = _checks(config, names, piece.path)
