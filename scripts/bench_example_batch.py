@@ -28,9 +28,9 @@ import pyarrow as pa
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from shardkit.formats.example_batch import encode_batch, frame_batch  # noqa: E402
+from shardkit.formats.containers.tfrecord_io import RecordWriter, frame_batch  # noqa: E402
+from shardkit.formats.example_batch import encode_batch  # noqa: E402
 from shardkit.formats.example_proto import encode_example  # noqa: E402
-from shardkit.formats.tfrecord_io import RecordWriter  # noqa: E402
 
 
 def make_columns(rows: int) -> list[tuple[str, str, pa.Array]]:

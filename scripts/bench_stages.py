@@ -54,8 +54,8 @@ def workload(name: str, files: list[tuple[bytes, bytes]], pipeline: list[dict[st
     import cv2
 
     from shardkit.formats import image_codec, image_headers
+    from shardkit.formats.containers.tfrecord_io import frame
     from shardkit.formats.example_proto import encode_example
-    from shardkit.formats.tfrecord_io import frame
     from shardkit.pipeline.shard.augment import Augmenter, normalize_pipeline
     from shardkit.pipeline.shard.reduced_decode import Downscale, split_leading_downscale
 

@@ -27,8 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from shardkit.formats.tfrecord_io import frame  # noqa: E402
-from shardkit.formats.tfrecord_scan import scan  # noqa: E402
+from shardkit.formats.containers.tfrecord_io import frame  # noqa: E402
+from shardkit.formats.containers.tfrecord_scan import scan  # noqa: E402
 
 
 def make(path: Path, record_bytes: int, total_mb: int) -> None:

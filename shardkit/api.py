@@ -14,8 +14,8 @@ from shardkit.check.inspection import count as count_records
 from shardkit.check.inspection import inspect
 from shardkit.check.verify import FileReport, VerifyReport, verify
 from shardkit.errors import ConfigError
-from shardkit.formats.idx_sidecar import IndexReport
-from shardkit.formats.idx_sidecar import write_idx_files as _write_idx_files
+from shardkit.formats.containers.idx_sidecar import IndexReport
+from shardkit.formats.containers.idx_sidecar import write_idx_files as _write_idx_files
 from shardkit.output.found import expand
 from shardkit.pipeline.builder import BuildResult, build, build_with, finalize
 from shardkit.pipeline.options import BuildOptions

@@ -14,7 +14,7 @@ from typing import Any
 
 from shardkit.features.base import FeatureKind
 from shardkit.features.registry import of_entry
-from shardkit.formats import tfrecord_scan
+from shardkit.formats.containers import tfrecord_scan
 from shardkit.formats.example_proto import BYTES, DecodeError, decode_example, decode_sequence_example, fields
 from shardkit.output.found import Output, expand
 from shardkit.output.manifest import Labels, Manifest

@@ -20,9 +20,10 @@ from typing import Any
 from shardkit.check.inspection import sniff
 from shardkit.errors import Interrupted, ShardkitError
 from shardkit.features.registry import of_entry
-from shardkit.formats import label_map, tfrecord_scan
+from shardkit.formats import label_map
+from shardkit.formats.containers import tfrecord_scan
+from shardkit.formats.containers.idx_sidecar import index_text
 from shardkit.formats.example_proto import BYTES, DecodeError, decode_example
-from shardkit.formats.idx_sidecar import index_text
 from shardkit.formats.image_headers import ImageProblem, decoded_size
 from shardkit.interrupts import quiet_pool, stop_pool
 from shardkit.output import layout

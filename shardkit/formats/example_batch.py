@@ -11,11 +11,9 @@ row's sizes are worked out in NumPy, innermost first, before any byte is written
 from __future__ import annotations
 
 import functools
-import itertools
 from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias, overload
 
-import crc32c
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
@@ -23,7 +21,6 @@ import pyarrow.compute as pc
 
 # The batch must write exactly the per-record encoder's bytes: it takes each prefix from the same definitions.
 from shardkit.formats.example_proto import _DTYPE_FIELD, _LEN_TAGS, _VARINTS, _VARINTS_UP_TO, BYTES, FLOAT, INT64, _map_key, _varint
-from shardkit.formats.tfrecord_io import _MASK_DELTA, FOOTER_SIZE, HEADER_SIZE
 
 Ints: TypeAlias = npt.NDArray[np.int64]
 # A piece of every row: a (rows, width) uint8 block when all rows' pieces are as wide, else a large_binary array.
@@ -60,31 +57,6 @@ def encode_batch(columns: Sequence[tuple[str, str, pa.Array | pa.ChunkedArray]],
         parts += column_parts
         total = _uniform(total + entry)
     return _join([_varint_part(total, rows, _TAG1), *parts], rows)
-
-
-def frame_batch(records: pa.Array | pa.ChunkedArray) -> tuple[memoryview, Ints]:
-    """The TFRecord framing of every record, concatenated in order, and each record's framed length.
-
-    The bytes equal ``b"".join(frame(r) for r in records)``; pass both to ``RecordWriter.write_framed``.
-    """
-    records = _binary_values(records, "records")
-    count = len(records)
-    offsets = _offsets(records)
-    lengths = np.diff(offsets)
-    view = memoryview(records.buffers()[2] or b"")
-    bounds = offsets.tolist()
-    crc = crc32c.crc32c
-    # One C call per record: slicing a memoryview is the cheapest way Python has to hand each one over.
-    data_crcs = np.array([crc(view[start:end]) for start, end in itertools.pairwise(bounds)], dtype=np.uint64)
-    header = np.empty((count, HEADER_SIZE), dtype=np.uint8)
-    header[:, :8] = lengths.astype("<u8").view(np.uint8).reshape(count, 8)
-    header[:, 8:] = _masked(_length_crcs(lengths)).view(np.uint8).reshape(count, 4)
-    footer = _masked(data_crcs).view(np.uint8).reshape(count, FOOTER_SIZE)
-    framed = pc.binary_join_element_wise(_as_array(header), records, _as_array(footer), _EMPTY)
-    framed_offsets = _offsets(framed)
-    buffer = framed.buffers()[2]
-    data = memoryview(b"") if buffer is None else memoryview(buffer)[int(framed_offsets[0]) : int(framed_offsets[-1])]
-    return data, lengths + HEADER_SIZE + FOOTER_SIZE
 
 
 def _encode_column(key: str, wire: str, array: pa.Array | pa.ChunkedArray, rows: int) -> tuple[list[Part], Sizes]:
@@ -155,7 +127,7 @@ def _int64_payload(values: pa.Array, offsets: Ints, counts: Ints, key: str) -> t
     # Two's complement: a negative value is a ten-byte varint of its 64 bits, as protobuf writes it.
     unsigned = numbers.astype(np.int64).view(np.uint64)
     varints = _varint_part(unsigned, len(unsigned))
-    widths = np.full(len(unsigned), varints.shape[1]) if isinstance(varints, np.ndarray) else np.diff(_offsets(varints))
+    widths = np.full(len(unsigned), varints.shape[1]) if isinstance(varints, np.ndarray) else np.diff(binary_offsets(varints))
     ends = _run_ends(widths, offsets)
     packed = _uniform(np.diff(ends))
     payload: Part
@@ -169,8 +141,8 @@ def _int64_payload(values: pa.Array, offsets: Ints, counts: Ints, key: str) -> t
 
 
 def _bytes_payload(values: pa.Array, offsets: Ints, counts: Ints, key: str) -> tuple[list[Part], Sizes, None]:
-    data = _binary_values(values, f"feature {key!r}")
-    lengths = np.diff(_offsets(data))
+    data = binary_values(values, f"feature {key!r}")
+    lengths = np.diff(binary_offsets(data))
     heads = _varint_part(_uniform(lengths), len(lengths), _TAG1)  # BytesList: (tag, length, value) per value
     ends = _run_ends(1 + _widths(lengths) + lengths, offsets)
     body = _uniform(np.diff(ends))
@@ -198,7 +170,7 @@ def _list_body(packed: Sizes, counts: Ints) -> Sizes:
     return _uniform(np.where(counts > 0, 1 + _widths(packed) + packed, 0))
 
 
-def _binary_values(array: pa.Array | pa.ChunkedArray, what: str) -> pa.Array:
+def binary_values(array: pa.Array | pa.ChunkedArray, what: str) -> pa.Array:
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks()
     kind = array.type
@@ -209,7 +181,7 @@ def _binary_values(array: pa.Array | pa.ChunkedArray, what: str) -> pa.Array:
     return array.cast(pa.large_binary())
 
 
-def _offsets(array: pa.Array) -> Ints:
+def binary_offsets(array: pa.Array) -> Ints:
     """A large_binary array's offsets into its data buffer, for its own elements (it may be a slice)."""
     buffer = array.buffers()[1]
     if buffer is None:
@@ -219,7 +191,7 @@ def _offsets(array: pa.Array) -> Ints:
 
 def _rebased(array: pa.Array, ends: Ints) -> pa.Array:
     """Rows made of runs of ``array``'s elements: row ``i`` spans elements ``ends[i]`` to ``ends[i + 1]`` by size."""
-    start = _offsets(array)[0]
+    start = binary_offsets(array)[0]
     return pa.Array.from_buffers(pa.large_binary(), len(ends) - 1, [None, pa.py_buffer(ends + start), array.buffers()[2]])
 
 
@@ -227,7 +199,7 @@ def _from_buffers(offsets: Ints, data: npt.NDArray[np.uint8]) -> pa.Array:
     return pa.Array.from_buffers(pa.large_binary(), len(offsets) - 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
-def _as_array(part: Part) -> pa.Array:
+def as_binary_array(part: Part) -> pa.Array:
     if not isinstance(part, np.ndarray):
         return part
     rows, width = part.shape
@@ -248,8 +220,8 @@ def _join(parts: Sequence[Part], rows: int) -> pa.Array:
         if part is not None:
             merged.append(part)
     if len(merged) == 1:
-        return _as_array(merged[0])
-    return pc.binary_join_element_wise(*map(_as_array, merged), _EMPTY)
+        return as_binary_array(merged[0])
+    return pc.binary_join_element_wise(*map(as_binary_array, merged), _EMPTY)
 
 
 def _merge(blocks: list[npt.NDArray[np.uint8]], rows: int) -> npt.NDArray[np.uint8]:
@@ -354,29 +326,3 @@ def _uniform(values: Sizes) -> Sizes:
     if not len(values) or values.min() != values.max():
         return values
     return int(values[0])
-
-
-def _masked(crcs: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint32]:
-    """``tfrecord_io.masked_crc`` of each value."""
-    return ((((crcs >> 15) | (crcs << 17)) + _MASK_DELTA) & 0xFFFFFFFF).astype("<u4")
-
-
-def _length_crcs(lengths: Ints) -> npt.NDArray[np.uint64]:
-    """CRC32C of each length's eight little-endian bytes, without a call per record.
-
-    For messages of one length CRC32C is affine: the CRC of the bytes is the CRC of eight zero
-    bytes, XOR each byte's own contribution at its position, looked up in a table.
-    """
-    crcs = np.full(len(lengths), crc32c.crc32c(bytes(8)), dtype=np.uint64)
-    columns = lengths.astype("<u8").view(np.uint8).reshape(len(lengths), 8)
-    for position, table in enumerate(_length_crc_tables()):
-        crcs ^= table[columns[:, position]]
-    return crcs
-
-
-@functools.cache
-def _length_crc_tables() -> npt.NDArray[np.uint64]:
-    """Per byte position, what each byte value there changes in the CRC of eight zero bytes."""
-    zeros = crc32c.crc32c(bytes(8))
-    table = [[crc32c.crc32c(bytes(at) + bytes([byte]) + bytes(7 - at)) ^ zeros for byte in range(256)] for at in range(8)]
-    return np.array(table, dtype=np.uint64)

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from shardkit.errors import ShardkitError
-from shardkit.formats.idx_sidecar import INDEX_SUFFIX
+from shardkit.formats.containers.idx_sidecar import INDEX_SUFFIX
 from shardkit.output import layout
 from shardkit.output.manifest import Manifest, ManifestError, ShardEntry
 from shardkit.storage import location

@@ -25,7 +25,7 @@ When OUT is in a bucket (a ``gs://``/``s3://`` URL) the same names are objects, 
 written before it is finished (temp shards, planning scratch) lives in a local staging folder
 instead, ``$TMPDIR/shardkit-staging-<uid>/<hash of OUT>/``: objects appear whole, so nothing partial
 is ever in the bucket. The temp-name pattern is ``storage.atomic``'s and the ``.idx`` suffix
-``formats.idx_sidecar``'s (both apply to files anywhere); this module applies them to OUT.
+``formats.containers.idx_sidecar``'s (both apply to files anywhere); this module applies them to OUT.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ import tempfile
 from collections.abc import Callable, Iterable
 
 from shardkit.errors import OutputError
-from shardkit.formats.idx_sidecar import INDEX_SUFFIX
+from shardkit.formats.containers.idx_sidecar import INDEX_SUFFIX
 from shardkit.storage import location
 from shardkit.storage.atomic import naming, temp_name, temp_target
 

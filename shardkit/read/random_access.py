@@ -28,9 +28,10 @@ import numpy as np
 
 from shardkit.errors import CorruptShardError, ShardkitError
 from shardkit.features.registry import of_entry
+from shardkit.formats.containers.idx_sidecar import parse_index, read_index
+from shardkit.formats.containers.masked_crc import masked_crc
+from shardkit.formats.containers.tfrecord_io import FOOTER_SIZE, HEADER_SIZE
 from shardkit.formats.example_proto import DecodeError, decode_example
-from shardkit.formats.idx_sidecar import parse_index, read_index
-from shardkit.formats.tfrecord_io import FOOTER_SIZE, HEADER_SIZE, masked_crc
 from shardkit.output import layout
 from shardkit.output.found import load_output
 from shardkit.output.manifest import ShardEntry

@@ -19,7 +19,7 @@ from PIL import Image, ImageDraw
 from shardkit.check.inspection import balanced, label_balance
 from shardkit.errors import ShardkitError
 from shardkit.features.registry import of_entry
-from shardkit.formats import tfrecord_scan
+from shardkit.formats.containers import tfrecord_scan
 from shardkit.formats.example_proto import INT64, DecodeError, decode_example
 from shardkit.output.found import Output, expand
 from shardkit.view import fonts

@@ -27,7 +27,8 @@ from shardkit.check.inspection import sniff
 from shardkit.errors import ShardkitError, UsageError
 from shardkit.features.drawn import Overlay
 from shardkit.features.registry import KINDS, of_entry
-from shardkit.formats import image_codec, image_headers, tfrecord_scan
+from shardkit.formats import image_codec, image_headers
+from shardkit.formats.containers import tfrecord_scan
 from shardkit.formats.example_proto import BYTES, INT64, DecodeError, decode_example
 from shardkit.output.found import Output, expand
 from shardkit.read.random_access import ShardReader

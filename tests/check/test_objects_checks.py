@@ -18,8 +18,8 @@ from shardkit.check.inspection import inspect
 from shardkit.check.verify import verify
 from shardkit.cli import main
 from shardkit.formats import image_codec
+from shardkit.formats.containers.tfrecord_io import frame, read_records
 from shardkit.formats.example_proto import decode_example, encode_example
-from shardkit.formats.tfrecord_io import frame, read_records
 
 SHARD = "val-00000-of-00001.tfrecord"
 P = "image/object"

@@ -17,8 +17,9 @@ import shardkit
 from shardkit.check.inspection import infer
 from shardkit.check.verify import verify
 from shardkit.cli import main
-from shardkit.formats import tfrecord_scan
-from shardkit.formats.tfrecord_io import frame
+from shardkit.formats.containers import tfrecord_scan
+from shardkit.formats.containers.masked_crc import masked_crc
+from shardkit.formats.containers.tfrecord_io import frame
 
 
 def write_tf_records(path: Path, compression: str = "") -> None:
@@ -132,10 +133,9 @@ def test_verify_reports_each_kind_of_damage(built: Path) -> None:
 
 
 def _header_claiming(length: int) -> bytes:
-    import crc32c
 
     length_bytes = struct.pack("<Q", length)
-    return length_bytes + struct.pack("<I", tfrecord_scan._masked(crc32c.crc32c(length_bytes)))
+    return length_bytes + struct.pack("<I", masked_crc(length_bytes))
 
 
 def test_hostile_files_each_get_one_clear_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shardkit.formats.example_batch import encode_batch, frame_batch
+from shardkit.formats.containers.tfrecord_io import RecordWriter, frame, frame_batch
+from shardkit.formats.example_batch import encode_batch
 from shardkit.formats.example_proto import encode_example
-from shardkit.formats.tfrecord_io import RecordWriter, frame
 
 Column = tuple[str, str, "pa.Array | pa.ChunkedArray"]
 

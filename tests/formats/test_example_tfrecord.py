@@ -11,8 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shardkit.errors import CorruptShardError
+from shardkit.formats.containers.masked_crc import masked_crc
+from shardkit.formats.containers.tfrecord_io import RecordWriter, file_crc32c, frame, read_records
 from shardkit.formats.example_proto import decode_example, encode_example
-from shardkit.formats.tfrecord_io import RecordWriter, file_crc32c, frame, masked_crc, read_records
 
 EXAMPLES = [
     {"a": ("bytes", [b"hello", b"", bytes(range(256))]), "n": ("int64", [0, 1, -1, 2**63 - 1, -(2**63)]), "f": ("float", [0.5, -2.25])},

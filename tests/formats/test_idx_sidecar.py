@@ -82,7 +82,7 @@ def test_verify_checks_index_files_and_resume_rebuilds_a_lost_one(built: Path, s
 def test_index_command_on_foreign_files(tmp_path: Path) -> None:
     import gzip
 
-    from shardkit.formats.tfrecord_io import frame
+    from shardkit.formats.containers.tfrecord_io import frame
 
     plain = tmp_path / "a.tfrecord"
     plain.write_bytes(b"".join(frame(bytes(range(n % 200))) for n in range(50)))

@@ -16,7 +16,7 @@ import shardkit
 from shardkit.errors import EntryError, OutputError, WorkerError
 from shardkit.executors import PoolExecutor
 from shardkit.formats import image_codec
-from shardkit.formats.tfrecord_io import file_crc32c
+from shardkit.formats.containers.tfrecord_io import file_crc32c
 from shardkit.output.manifest import Manifest
 from shardkit.pipeline.config import parse_config
 from shardkit.pipeline.plan.arithmetic import record_seed

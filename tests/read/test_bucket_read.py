@@ -23,7 +23,7 @@ import shardkit
 from shardkit.check.inspection import inspect
 from shardkit.check.verify import verify
 from shardkit.errors import ShardkitError
-from shardkit.formats.idx_sidecar import write_idx_files
+from shardkit.formats.containers.idx_sidecar import write_idx_files
 from shardkit.output.manifest import Manifest
 from shardkit.read import tf_datasets as tfdata
 from shardkit.reader import ShardReader

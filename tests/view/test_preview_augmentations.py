@@ -13,8 +13,8 @@ from PIL import Image
 
 import shardkit
 from shardkit.errors import ConfigError, EntryError
+from shardkit.formats.containers.tfrecord_io import read_records
 from shardkit.formats.example_proto import decode_example
-from shardkit.formats.tfrecord_io import read_records
 from shardkit.pipeline.plan.arithmetic import record_key
 from shardkit.reader import ShardReader
 from shardkit.view.augmentations import augmentation_records, augmentation_sheet, sheet_rows, title

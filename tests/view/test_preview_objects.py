@@ -116,7 +116,7 @@ def test_a_file_another_tool_wrote_has_its_objects_found_by_their_keys(coco_shar
 
 def test_augmented_copies_show_the_boxes_the_build_writes(coco_set: Path, tmp_path: Path) -> None:
     import shardkit
-    from shardkit.formats.tfrecord_io import read_records
+    from shardkit.formats.containers.tfrecord_io import read_records
 
     config = REPO / "configs" / "coco-detection.yaml"  # two augmented copies besides the original: boxes move
     shardkit.build([coco_set], tmp_path / "out", config=config, workers=1, seed=3, progress=False)

@@ -25,7 +25,8 @@ import numpy as np
 from shardkit.errors import EntryError
 from shardkit.features import columns as arrow_columns
 from shardkit.features.base import BadValue, FeatureSpec
-from shardkit.formats.example_batch import encode_batch, frame_batch
+from shardkit.formats.containers.tfrecord_io import frame_batch
+from shardkit.formats.example_batch import encode_batch
 from shardkit.formats.image_headers import ImageProblem
 from shardkit.output import layout
 from shardkit.pipeline.config import IDENTITY_COLUMN, Config

@@ -20,8 +20,8 @@ from typing import Any
 
 from shardkit.errors import EntryError, StateError, WriteError, cut
 from shardkit.formats import image_headers
-from shardkit.formats.idx_sidecar import flat_index_text
-from shardkit.formats.tfrecord_io import RecordWriter, file_crc32c
+from shardkit.formats.containers.idx_sidecar import flat_index_text
+from shardkit.formats.containers.tfrecord_io import RecordWriter, file_crc32c
 from shardkit.output import layout
 from shardkit.output.build_state import current_fingerprint
 from shardkit.output.shard_record import ShardResult, write_shard_record

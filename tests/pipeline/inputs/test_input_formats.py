@@ -15,7 +15,7 @@ import pytest
 
 import shardkit
 from shardkit.errors import EntryError, ShardkitError
-from shardkit.formats.tfrecord_io import read_records
+from shardkit.formats.containers.tfrecord_io import read_records
 from shardkit.pipeline.inputs import registry
 from shardkit.pipeline.inputs.formats.image_folder import IMAGE_FOLDER
 from shardkit.pipeline.inputs.formats.input_format import InputFormat, Piece, Row

@@ -15,7 +15,7 @@ import os
 from collections.abc import Iterable, Sequence
 
 from shardkit.errors import Interrupted, ShardkitError
-from shardkit.formats import tfrecord_scan
+from shardkit.formats.containers import tfrecord_scan
 from shardkit.interrupts import quiet_pool, stop_pool
 from shardkit.storage import atomic, location
 

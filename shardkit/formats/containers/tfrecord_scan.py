@@ -19,12 +19,12 @@ from typing import IO, Protocol
 import crc32c
 
 from shardkit.errors import ShardkitError
-from shardkit.formats.tfrecord_io import FOOTER_SIZE, HEADER_SIZE
+from shardkit.formats.containers.masked_crc import mask
+from shardkit.formats.containers.tfrecord_io import FOOTER_SIZE, HEADER_SIZE
 from shardkit.storage import location
 
 CHUNK = 8 << 20
 MAX_PARSED_RECORD = 256 << 20  # records handed to on_record (inspect, verify --deep) are held whole
-_MASK_DELTA = 0xA282EAD8
 _HEADER = struct.Struct("<QI")
 _U32 = struct.Struct("<I")
 COMPRESSIONS = ("none", "gzip", "zlib")
@@ -56,15 +56,11 @@ class ScanResult:
         return f"record {self.error_record} at byte {self.error_offset}: {self.error}"
 
 
-def _masked(crc: int) -> int:
-    return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
-
-
 def detect_compression(head: bytes) -> str:
     """What a file starts with: a valid record header, gzip's magic bytes, or a zlib header."""
     if len(head) >= HEADER_SIZE:
         _, length_crc = _HEADER.unpack_from(head)
-        if _masked(crc32c.crc32c(head[:8])) == length_crc:
+        if mask(crc32c.crc32c(head[:8])) == length_crc:
             return "none"
     if head[:2] == b"\x1f\x8b":
         return "gzip"
@@ -277,7 +273,6 @@ def _walk_records(source: _Source, on_record: OnRecord | None, limit: int | None
         return end - start >= need
 
     crc, unpack_header, unpack_u32 = crc32c.crc32c, _HEADER.unpack_from, _U32.unpack_from  # hot loop: local names
-    mask = 0xFFFFFFFF
     while limit is None or records < limit:
         if end - start < HEADER_SIZE and not fill(HEADER_SIZE):
             if end - start == 0:
@@ -285,14 +280,14 @@ def _walk_records(source: _Source, on_record: OnRecord | None, limit: int | None
             return records, f"truncated record header ({end - start} of 12 bytes)", offset
         length, length_crc = unpack_header(buf, start)
         c = crc(view[start : start + 8])
-        if (((c >> 15) | (c << 17)) + _MASK_DELTA) & mask != length_crc:
+        if mask(c) != length_crc:
             return records, "length CRC mismatch (not a TFRecord file, or damaged)", offset
         need = HEADER_SIZE + length + FOOTER_SIZE
         if end - start >= need or (need <= len(buf) and fill(need)):
             payload_end = start + HEADER_SIZE + length
             payload = view[start + HEADER_SIZE : payload_end]
             c = crc(payload)
-            if (((c >> 15) | (c << 17)) + _MASK_DELTA) & mask != unpack_u32(buf, payload_end)[0]:
+            if mask(c) != unpack_u32(buf, payload_end)[0]:
                 return records, "data CRC mismatch", offset
             if on_record is not None:
                 on_record(records, offset, payload)
@@ -320,7 +315,7 @@ def _walk_records(source: _Source, on_record: OnRecord | None, limit: int | None
                 remaining -= take
             if not fill(FOOTER_SIZE):
                 return records, f"truncated record footer ({end - start} of 4 bytes)", offset
-            if _masked(running) != unpack_u32(buf, start)[0]:
+            if mask(running) != unpack_u32(buf, start)[0]:
                 return records, "data CRC mismatch", offset
             if too_big:
                 return records, f"a {length}-byte record, over the {MAX_PARSED_RECORD >> 20} MB that can be parsed", offset
