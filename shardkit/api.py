@@ -14,8 +14,7 @@ from shardkit.check.inspection import count as count_records
 from shardkit.check.inspection import inspect
 from shardkit.check.verify import FileReport, VerifyReport, verify
 from shardkit.errors import ConfigError
-from shardkit.formats.containers.idx_sidecar import IndexReport
-from shardkit.formats.containers.idx_sidecar import write_idx_files as _write_idx_files
+from shardkit.formats.containers.registry import IndexReport, write_indexes
 from shardkit.output.found import expand
 from shardkit.pipeline.builder import BuildResult, build, build_with, finalize
 from shardkit.pipeline.options import BuildOptions
@@ -43,8 +42,9 @@ __all__ = [
 
 def write_idx_files(paths: Sequence[str], workers: int = 1, compression: str = "auto") -> list[IndexReport]:
     """Write ``NAME.idx`` beside every TFRecord file ``paths`` name (files, folders, globs, shardkit
-    folders), checking every CRC on the way; one report per file, a failed one with its problem."""
-    return _write_idx_files(expand(paths).tfrecord_files(), workers, compression)
+    folders), checking every CRC on the way; one report per file, a failed one with its problem (an
+    ArrayRecord file's: it carries its own index)."""
+    return write_indexes(expand(paths).shard_files(), workers, compression)
 
 
 def materialize_snapshot(

@@ -69,12 +69,13 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"seg": seg, "cls": cls, "labels": seg / "labels", "kinds": kinds}
 
 
-# (inputs, from_folder, config) -> {file: digest}, from commit 8ddd41e.
+# (inputs, from_folder, config) -> {file: digest}, from commit 8ddd41e; manifest.json from manifest version 2
+# (each split names its containers, each shard its twins), shards, .idx and TFDS files unchanged.
 GOLDEN: dict[str, dict[str, str]] = {
     "segmentation": {
         "dataset_info.json": "32663d15e6300813",
         "features.json": "8b45c0d5783835b5",
-        "manifest.json": "542ba9c079f98237",
+        "manifest.json": "f0c6cfd57dba7861",
         "train-00000-of-00003.tfrecord": "b961b6e4377cc5af",
         "train-00000-of-00003.tfrecord.idx": "e17c649faa4edb6b",
         "train-00001-of-00003.tfrecord": "a52b52fb4d75249c",
@@ -88,7 +89,7 @@ GOLDEN: dict[str, dict[str, str]] = {
         "dataset_info.json": "800303bfadefe799",
         "features.json": "2210075b1a7c68fb",
         "label.labels.txt": "8e76b6a6605f605c",
-        "manifest.json": "fe90890a572db749",
+        "manifest.json": "a6cf9158cd1be8aa",
         "train-00000-of-00002.tfrecord": "d68fd46f93a67aac",
         "train-00000-of-00002.tfrecord.idx": "56af9e41336b0ace",
         "train-00001-of-00002.tfrecord": "3241827ff84af74b",
@@ -99,7 +100,7 @@ GOLDEN: dict[str, dict[str, str]] = {
     "passthrough": {
         "dataset_info.json": "c95e0d1cc6289831",
         "features.json": "81455fbfec195859",
-        "manifest.json": "8495fce90d14b154",
+        "manifest.json": "9377f0159ccb151a",
         "train-00000-of-00003.tfrecord": "63d50c8f27ec6960",
         "train-00000-of-00003.tfrecord.idx": "1e2f04cb8c744900",
         "train-00001-of-00003.tfrecord": "7e3ed50214b94669",
@@ -111,7 +112,7 @@ GOLDEN: dict[str, dict[str, str]] = {
         "c.labels.txt": "52cef1f89e3a527f",
         "dataset_info.json": "959609ffe81c8f7c",
         "features.json": "a691a077c475bca1",
-        "manifest.json": "05797d7ddff4faa0",
+        "manifest.json": "02730fe6c7719110",
         "open.labels.txt": "911169ddaaf146af",
         "train-00000-of-00001.tfrecord": "0508a459b5663aa0",
         "train-00000-of-00001.tfrecord.idx": "935a85699a06505d",

@@ -14,7 +14,7 @@ from typing import Any
 
 from shardkit.features.base import FeatureKind
 from shardkit.features.registry import of_entry
-from shardkit.formats.containers import tfrecord_scan
+from shardkit.formats.containers import registry
 from shardkit.formats.example_proto import BYTES, DecodeError, decode_example, decode_sequence_example, fields
 from shardkit.output.found import Output, expand
 from shardkit.output.manifest import Labels, Manifest
@@ -106,7 +106,7 @@ def _classify(data: bytes) -> tuple[str, Any]:
 
 
 def infer(paths: Sequence[str], limit: int | None = 100, compression: str = "auto") -> dict[str, Any]:
-    """Sample records from plain TFRecord files and describe what they hold."""
+    """Sample records from plain shard files (TFRecord, ArrayRecord) and describe what they hold."""
     kinds: dict[str, int] = {}
     keys: dict[str, _KeyStats] = {}
     lists: dict[str, _KeyStats] = {}
@@ -137,7 +137,7 @@ def infer(paths: Sequence[str], limit: int | None = 100, compression: str = "aut
         remaining = None if limit is None else limit - seen
         if remaining is not None and remaining <= 0:
             break
-        result = tfrecord_scan.scan(path, compression, on_record, limit=remaining, checksum=False)
+        result = registry.of_file(path, compression).walk(path, on_record, limit=remaining, checksum=False)
         problem = result.describe_error() or None
         files.append({"path": path, "compression": result.compression, "scanned": result.records, "problem": problem})
     return {
@@ -161,6 +161,7 @@ def describe_output(output: Output) -> dict[str, Any]:
         "path": output.path,
         "shardkit_version": m.shardkit_version,
         "manifest_version": m.version,
+        "formats": list(m.parameters.formats),
         "compression": m.parameters.compression,
         "splits": {
             name: {"shards": len(info.shards), "records": info.records, "bytes": info.bytes, "skipped": info.skipped}
@@ -236,7 +237,7 @@ def label_balance(split: str, labels: Labels, shards: Sequence[tuple[str, Labels
 
 def inspect(paths: Sequence[str], *, records: int | None = 100, compression: str = "auto") -> dict[str, Any]:
     """What ``shardkit inspect PATHS`` shows: shardkit folders from their manifests (at once), any
-    other TFRecord files from a sample of ``records`` records (None: every record), their schema inferred.
+    other shard files from a sample of ``records`` records (None: every record), their schema inferred.
 
     Returns ``{"outputs": [...], "files": {...} or None}``; ``check.report`` renders it as text.
     """
@@ -249,7 +250,7 @@ def count(paths: Sequence[str], compression: str = "auto") -> list[dict[str, Any
     """Exact record counts of every file PATHS name (a shardkit folder's shards included), by
     walking the framing (CRC-checked, no parsing)."""
     out = []
-    for path in expand(paths).tfrecord_files():
-        result = tfrecord_scan.scan(path, compression, checksum=False)
+    for path in expand(paths).shard_files():
+        result = registry.of_file(path, compression).walk(path, checksum=False)
         out.append({"path": path, "records": result.records, "bytes": result.file_bytes, "problem": result.describe_error() or None})
     return out

@@ -35,10 +35,15 @@ def _details(feature: dict[str, Any]) -> str:
     return ", ".join(of_entry(feature, feature.get("dtype", "bytes")).details(feature))
 
 
+def _containers(info: dict[str, Any]) -> str:
+    """``tfrecord shards``, ``tfrecord and arrayrecord shards, gzip-compressed``."""
+    said = " and ".join(info["formats"]) + " shards"
+    return f"{said}, {info['compression']}-compressed" if info["compression"] else said
+
+
 def output_text(info: dict[str, Any]) -> list[str]:
     lines = [
-        f"{info['path']}: shardkit output (shardkit {info['shardkit_version']}, manifest v{info['manifest_version']}, "
-        f"{info['compression'] or 'no'} compression)"
+        f"{info['path']}: shardkit output (shardkit {info['shardkit_version']}, manifest v{info['manifest_version']}, {_containers(info)})"
     ]
     rows = [["split", "shards", "records", "bytes", "skipped"]]
     for name, s in info["splits"].items():

@@ -1,6 +1,7 @@
-"""``shardkit verify``: prove that TFRecord files (and a shardkit folder) are whole.
+"""``shardkit verify``: prove that shard files (and a shardkit folder) are whole.
 
-Every record's length and data CRC, truncation, and for a shardkit folder each shard's count,
+Each file is walked by its container's adapter (``formats.containers``): for TFRecord every
+record's length and data CRC, its ``.idx``; for any container truncation, and for a shardkit folder each shard's count,
 size and checksum against the manifest, missing shards, unlisted shards and leftover temp files.
 ``deep`` also parses every record as ``tf.train.Example`` against the schema and decodes every
 image, and reads a folder's ``label_map.pbtxt`` as the TF OD API loads it. Files are checked in
@@ -21,14 +22,14 @@ from shardkit.check.inspection import sniff
 from shardkit.errors import Interrupted, ShardkitError
 from shardkit.features.registry import of_entry
 from shardkit.formats import label_map
-from shardkit.formats.containers import tfrecord_scan
-from shardkit.formats.containers.idx_sidecar import index_text
+from shardkit.formats.containers import registry
+from shardkit.formats.containers.adapter import ScanResult, ShardContainer
 from shardkit.formats.example_proto import BYTES, DecodeError, decode_example
 from shardkit.formats.image_headers import ImageProblem, decoded_size
 from shardkit.interrupts import quiet_pool, stop_pool
 from shardkit.output import layout
-from shardkit.output.found import Output, expand, is_tfrecord_name
-from shardkit.output.manifest import ShardEntry
+from shardkit.output.found import Output, expand
+from shardkit.output.shard_record import ShardFile
 from shardkit.storage import location
 from shardkit.units import plural
 
@@ -74,9 +75,10 @@ class VerifyReport:
 @dataclasses.dataclass(frozen=True)
 class _Job:
     path: str
-    compression: str
+    container: ShardContainer
     deep: bool
-    expected: ShardEntry | None = None  # the manifest's shard entry
+    expected: ShardFile | None = None  # the manifest's entry for the file
+    records: int | None = None  # ... and its shard's record count
     schema: Sequence[Mapping[str, Any]] | None = None
 
 
@@ -95,7 +97,7 @@ def verify(paths: Sequence[str], *, deep: bool = False, workers: int = 1, compre
             jobs.extend(_output_jobs(output, deep, compression, problems))
             if deep:
                 problems.extend(_label_map_problems(output))
-        jobs.extend(_Job(path, compression, deep) for path in targets.files)
+        jobs.extend(_Job(path, registry.of_file(path, compression), deep) for path in targets.files)
     try:
         if workers > 1 and len(jobs) > 1:
             pool = quiet_pool(mp.get_context(), min(workers, len(jobs)))
@@ -116,19 +118,29 @@ def _output_jobs(output: Output, deep: bool, compression: str, problems: list[st
         return _bucket_output_jobs(output, deep, compression, problems)
     listed = set()
     jobs = []
-    schema = output.manifest.schema
-    for _, shard in output.shards():
-        path = os.path.join(output.path, shard.name)
-        listed.add(shard.name)
-        if not os.path.exists(path):
-            problems.append(f"{path}: listed in the manifest but missing")
+    for file, job in _listed_jobs(output, deep, compression):
+        listed.add(file.name)
+        if not os.path.exists(job.path):
+            problems.append(f"{job.path}: listed in the manifest but missing")
             continue
-        jobs.append(_Job(path, compression, deep, shard, schema))
+        jobs.append(job)
     for name in sorted(os.listdir(output.path)):
-        if is_tfrecord_name(name) and name not in listed and not name.startswith("."):
-            problems.append(f"{os.path.join(output.path, name)}: a TFRecord file the manifest does not list")
+        if registry.is_shard_file(name) and name not in listed and not name.startswith("."):
+            problems.append(f"{os.path.join(output.path, name)}: a {registry.of_file(name).title} file the manifest does not list")
     for temp in layout.temp_files(output.path):
         problems.append(f"{temp}: temporary file of an interrupted build (rerun the build to resume and clean up)")
+    return jobs
+
+
+def _listed_jobs(output: Output, deep: bool, compression: str) -> list[tuple[ShardFile, _Job]]:
+    """A job for every file the manifest lists: each shard in each of its split's formats."""
+    jobs = []
+    schema = output.manifest.schema
+    for split, shard in output.shards():
+        for format in output.manifest.splits[split].formats:
+            file = shard.file(format)
+            path = location.join(output.path, file.name)
+            jobs.append((file, _Job(path, registry.named(format, compression), deep, file, shard.records, schema)))
     return jobs
 
 
@@ -146,83 +158,53 @@ def _bucket_output_jobs(output: Output, deep: bool, compression: str, problems: 
     names = set(location.listdir(output.path))
     listed = set()
     jobs = []
-    schema = output.manifest.schema
-    for _, shard in output.shards():
-        path = location.join(output.path, shard.name)
-        listed.add(shard.name)
-        if shard.name not in names:
-            problems.append(f"{path}: listed in the manifest but missing")
+    for file, job in _listed_jobs(output, deep, compression):
+        listed.add(file.name)
+        if file.name not in names:
+            problems.append(f"{job.path}: listed in the manifest but missing")
             continue
-        jobs.append(_Job(path, compression, deep, shard, schema))
+        jobs.append(job)
     for name in sorted(names - listed):
         where = location.join(output.path, name)
         if layout.is_temp_name(name):
             problems.append(f"{where}: temporary object of an interrupted build (rerun the build to resume and clean up)")
-        elif is_tfrecord_name(name) and not name.startswith("."):
-            problems.append(f"{where}: a TFRecord object the manifest does not list")
+        elif registry.is_shard_file(name) and not name.startswith("."):
+            problems.append(f"{where}: a {registry.of_file(name).title} object the manifest does not list")
     return jobs
 
 
 def _check(job: _Job) -> FileReport:
     checker = _DeepChecker(job.schema) if job.deep else None
-    index_path = _index_path(job)
-    frames: list[tuple[int, int]] = []
-    on_frame = (lambda offset, length: frames.append((offset, length))) if index_path else None
-    result = tfrecord_scan.scan(job.path, job.compression, checker, on_frame=on_frame)
+    result, own_problem = job.container.check(job.path, checker, _sidecar(job))
     if checker is not None and checker.problem and (result.ok or checker.record < result.records):
         return FileReport(job.path, result.records, result.file_bytes, result.compression, checker.problem)
     if not result.ok:
         return FileReport(job.path, result.records, result.file_bytes, result.compression, result.describe_error())
     report = FileReport(job.path, result.records, result.file_bytes, result.compression)
-    problem = (
-        _name_problem(job.path, result.compression, job.compression)
-        or _manifest_problem(job.expected, result)
-        or (_index_mismatch(index_path, frames) if index_path else None)
-    )
+    problem = _manifest_problem(job, result) or own_problem
     return dataclasses.replace(report, problem=problem) if problem else report
 
 
-def _index_path(job: _Job) -> str | None:
-    """The .idx to check: the one the manifest lists, or one lying beside a plain file."""
+def _sidecar(job: _Job) -> str | None:
+    """The sidecar to check: the one the manifest lists, or one lying beside a plain file."""
     if job.expected is not None:
         name = job.expected.index
         return location.join(location.dirname(job.path), name) if name else None
-    candidate = layout.index_name(job.path)
-    try:
-        return candidate if location.exists(candidate) else None
-    except ShardkitError:  # a store that fails this question fails the read of the file too, and says why there
-        return None
-
-
-def _index_mismatch(index_path: str, frames: list[tuple[int, int]]) -> str | None:
-    try:
-        text = location.read_bytes(index_path)
-    except OSError as exc:  # a store's missing object has no strerror
-        why = "no such object" if location.is_url(index_path) and isinstance(exc, FileNotFoundError) else exc.strerror
-        return f"its index {index_path} cannot be read: {why}"
-    except ShardkitError as exc:  # a store's failure, one line naming the URL
-        return f"its index cannot be read: {exc}"
-    if text != index_text(frames):
-        return f"its index {os.path.basename(index_path)} does not list the file's records (shardkit index rewrites it)"
+    for candidate in job.container.owned_sidecars(job.path):
+        try:
+            if location.exists(candidate):
+                return candidate
+        except ShardkitError:  # a store that fails this question fails the read of the file too, and says why there
+            return None
     return None
 
 
-def _name_problem(path: str, found: str, asked: str) -> str | None:
-    if asked != "auto":
+def _manifest_problem(job: _Job, result: ScanResult) -> str | None:
+    expected = job.expected
+    if expected is None or job.records is None:
         return None
-    named_gz = path.endswith((".gz", ".gzip"))
-    if found == "gzip" and not named_gz:
-        return "GZIP-compressed, but the name does not end in .gz: TensorFlow reads it only with compression_type='GZIP'"
-    if found == "none" and named_gz:
-        return "named .gz but not compressed: TensorFlow's compression_type='GZIP' would fail on it"
-    return None
-
-
-def _manifest_problem(expected: ShardEntry | None, result: tfrecord_scan.ScanResult) -> str | None:
-    if expected is None:
-        return None
-    if result.records != expected.records:
-        return f"the manifest says {plural(expected.records, 'record')}, the file has {result.records}"
+    if result.records != job.records:
+        return f"the manifest says {plural(job.records, 'record')}, the file has {result.records}"
     if result.file_bytes != expected.bytes:
         return f"the manifest says {plural(expected.bytes, 'byte')}, the file has {result.file_bytes}"
     if result.crc32c != expected.crc32c:

@@ -61,7 +61,18 @@ from shardkit.units import plural
     show_default=True,
     help="Add a string feature source_id to every record: its input (index-file:line, or the path under --from-folder).",
 )
-@click.option("--compression", type=click.Choice(["none", "gzip"]), default="none", show_default=True)
+@click.option(
+    "--format",
+    "format_",
+    default="tfrecord",
+    show_default=True,
+    metavar="NAMES",
+    help="Shard container: tfrecord, arrayrecord (random access for Grain and JAX; needs shardkit[arrayrecord]), "
+    "or both from one plan: tfrecord,arrayrecord (each record encoded once, the same bytes in both).",
+)
+@click.option(
+    "--compression", type=click.Choice(["none", "gzip"]), default="none", show_default=True, help="TFRecord shards: GZIP each file."
+)
 @click.option(
     "--on-error",
     type=click.Choice(["fail", "skip"]),
@@ -108,6 +119,7 @@ from shardkit.units import plural
 def build(
     indexes: tuple[str, ...],
     out: str,
+    format_: str,
     compression: str,
     executor: str,
     scheduler: str | None,
@@ -134,6 +146,7 @@ def build(
 
         dask_executor = DaskExecutor(scheduler)
     built = BuildOptions(
+        format=format_,
         compression=None if compression == "none" else compression,
         executor=dask_executor,
         num_nodes=nodes,

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from shardkit.errors import cut
+from shardkit.formats.containers import registry
+from shardkit.formats.containers.adapter import ShardContainer
 from shardkit.output import layout
 from shardkit.storage import atomic
 
@@ -30,9 +32,22 @@ class BuildParameters:
     split: str | None  # the one split built, or None for all
     index: bool = True  # NAME.idx beside uncompressed shards
     shuffle: bool = True
+    formats: tuple[str, ...] = (registry.DEFAULT,)  # the shard containers written, the first the primary
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return {**dataclasses.asdict(self), "formats": list(self.formats)}
+
+    def fingerprinted(self) -> dict[str, Any]:
+        """What the fingerprint hashes: a TFRecord build's parameters as they were before builds
+        had formats, so an OUT an earlier shardkit built still resumes."""
+        raw = self.to_dict()
+        if self.formats == (registry.DEFAULT,):
+            del raw["formats"]
+        return raw
+
+    def containers(self) -> tuple[ShardContainer, ...]:
+        """The adapters of the containers this build writes, with its TFRecord settings."""
+        return registry.configured(self.formats, self.compression, self.index)
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> BuildParameters:
@@ -44,6 +59,7 @@ class BuildParameters:
             split=raw.get("split"),
             index=raw.get("index", True),
             shuffle=raw.get("shuffle", True),
+            formats=tuple(raw.get("formats") or (registry.DEFAULT,)),
         )
 
 
@@ -162,6 +178,8 @@ class BuildState:
 
 def difference(old: BuildState, new: BuildState) -> str:
     """What tells ``old``'s build from ``new``'s, for the refusal to mix them in one OUT."""
+    if old.parameters.formats != new.parameters.formats:  # the one a reader of OUT depends on first: say it
+        return f"{','.join(old.parameters.formats)} shards, not {','.join(new.parameters.formats)} (--format)"
     changed = [
         what
         for what, a, b in (

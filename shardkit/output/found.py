@@ -1,8 +1,9 @@
-"""Reading what builds left, and what the user pointed at: output folders and plain TFRecord files.
+"""Reading what builds left, and what the user pointed at: output folders and plain shard files.
 
 ``load_output`` reads an output's manifest into a ``Manifest`` (structure-checked: a damaged one
 is one error naming the file). ``expand`` takes files, folders and globs; a folder with a
-manifest is a shardkit output, any other folder contributes the TFRecord files in it. Each may be
+manifest is a shardkit output, any other folder contributes the shard files in it (any container's
+names: ``formats.containers.registry``). Each may be
 a local path or a URL (``gs://bucket/out``, ``s3://bucket/out/*.tfrecord``): on a store a folder
 is a prefix, and a folder or a glob costs one listing, not a request per object.
 """
@@ -17,13 +18,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from shardkit.errors import ShardkitError
-from shardkit.formats.containers.idx_sidecar import INDEX_SUFFIX
+from shardkit.formats.containers import registry
 from shardkit.output import layout
 from shardkit.output.manifest import Manifest, ManifestError, ShardEntry
 from shardkit.storage import location
-
-TFRECORD_MARKERS = (".tfrecord", ".tfrec", ".tfrecords")
-_NOT_TFRECORDS = (INDEX_SUFFIX, ".tfindex", ".json")  # sidecars and metadata named after a TFRecord file
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,21 +38,25 @@ class Output:
     def shard_path(self, shard: ShardEntry) -> str:
         return location.join(self.path, shard.name)
 
+    def shard_files(self) -> list[tuple[str, str]]:
+        """(container, path) of every shard file: each shard in each of its split's formats."""
+        return [
+            (format, location.join(self.path, shard.file(format).name))
+            for split, shard in self.shards()
+            for format in self.manifest.splits[split].formats
+        ]
+
 
 @dataclasses.dataclass(frozen=True)
 class Targets:
-    """What paths named: shardkit output folders, and TFRecord files outside any."""
+    """What paths named: shardkit output folders, and shard files (TFRecord, ArrayRecord) outside any."""
 
     outputs: list[Output]
     files: list[str]
 
-    def tfrecord_files(self) -> list[str]:
-        """Every TFRecord file: the plain ones, then each output's shards in manifest order."""
-        return self.files + [o.shard_path(shard) for o in self.outputs for _, shard in o.shards()]
-
-
-def is_tfrecord_name(name: str) -> bool:
-    return any(marker in name for marker in TFRECORD_MARKERS) and not name.endswith(_NOT_TFRECORDS)
+    def shard_files(self) -> list[str]:
+        """Every shard file: the plain ones, then each output's shards in manifest order, in each of their formats."""
+        return self.files + [path for o in self.outputs for _, path in o.shard_files()]
 
 
 def is_output(folder: str) -> bool:
@@ -105,10 +107,10 @@ def expand(paths: Sequence[str]) -> Targets:
                     outputs.append(load_output(path))
                     continue
                 found = sorted(
-                    os.path.join(path, n) for n in os.listdir(path) if is_tfrecord_name(n) and os.path.isfile(os.path.join(path, n))
+                    os.path.join(path, n) for n in os.listdir(path) if registry.is_shard_file(n) and os.path.isfile(os.path.join(path, n))
                 )
                 if not found:
-                    raise ShardkitError(f"{path}: no TFRecord files in this folder (names containing {', '.join(TFRECORD_MARKERS)})")
+                    raise ShardkitError(f"{path}: no shard files in this folder (names containing {', '.join(registry.markers())})")
                 files.extend(found)
             elif os.path.exists(path):
                 files.append(path)
@@ -139,9 +141,9 @@ def _expand_url(given: str, outputs: list[Output], files: list[str]) -> None:
         if layout.MANIFEST in names:
             outputs.append(load_output(url))
             continue
-        found = [location.join(url, n) for n in names if is_tfrecord_name(n)]
+        found = [location.join(url, n) for n in names if registry.is_shard_file(n)]
         if not found:
-            raise ShardkitError(f"{url}: no TFRecord objects under this prefix (names containing {', '.join(TFRECORD_MARKERS)})")
+            raise ShardkitError(f"{url}: no shard objects under this prefix (names containing {', '.join(registry.markers())})")
         files.extend(found)
 
 

@@ -1,8 +1,9 @@
 """Every name in an output folder: shards, sidecars, metadata, state, locks, plans, temp files.
 
 OUT/
-  train-00000-of-00004.tfrecord      finished shards (final names appear only when complete)
-  train-00000-of-00004.tfrecord.idx  its index (offset and length per record), uncompressed shards only
+  train-00000-of-00004.tfrecord      finished shards (final names appear only when complete), named by their
+                                     container's adapter (``formats.containers``): its suffix, its sidecar
+  train-00000-of-00004.tfrecord.idx  a TFRecord shard's index (offset and length per record), uncompressed only
   .train-00001-of-00004.tfrecord.incomplete-1a2b3c4d   a shard being written
   manifest.json                      written last, atomically
   errors.jsonl                       entries skipped with --on-error skip
@@ -24,8 +25,9 @@ wherever it stops, and its rerun those a ``kill -9`` left.
 When OUT is in a bucket (a ``gs://``/``s3://`` URL) the same names are objects, and what is
 written before it is finished (temp shards, planning scratch) lives in a local staging folder
 instead, ``$TMPDIR/shardkit-staging-<uid>/<hash of OUT>/``: objects appear whole, so nothing partial
-is ever in the bucket. The temp-name pattern is ``storage.atomic``'s and the ``.idx`` suffix
-``formats.containers.idx_sidecar``'s (both apply to files anywhere); this module applies them to OUT.
+is ever in the bucket. The temp-name pattern is ``storage.atomic``'s, and a shard's name and
+sidecar are its container's (``formats.containers``: they apply to files anywhere); this module
+applies them to OUT.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ import tempfile
 from collections.abc import Callable, Iterable
 
 from shardkit.errors import OutputError
-from shardkit.formats.containers.idx_sidecar import INDEX_SUFFIX
+from shardkit.formats.containers import registry
 from shardkit.storage import location
 from shardkit.storage.atomic import naming, temp_name, temp_target
 
@@ -60,8 +62,9 @@ _SCRATCH = "tmp"
 # What a build writes at OUT's top (and --overwrite may delete): shards with their .idx, and the metadata.
 LABEL_MAP = "label_map.pbtxt"  # the TF Object Detection API's label map, for a build with objects
 METADATA_NAMES = (MANIFEST, ERRORS, DATASET_INFO, FEATURES, LABEL_MAP)  # beside the shards and the class lists
+_SHARD = "*-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]"  # and a container's suffix
 _BUILT = (
-    "*-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9].tfrecord*",
+    *(_SHARD + suffix for suffix in registry.built_suffixes()),
     MANIFEST,
     ERRORS,
     DATASET_INFO,
@@ -69,17 +72,6 @@ _BUILT = (
     LABEL_MAP,
     "*" + _LABELS,
 )
-
-
-def shard_name(split: str, index: int, num_shards: int, compression: str | None) -> str:
-    """``{split}-{i:05d}-of-{n:05d}.tfrecord``: TFDS' file template matches it (see pipeline.state.tfds_metadata)."""
-    suffix = ".tfrecord.gz" if compression == "gzip" else ".tfrecord"
-    return f"{split}-{index:05d}-of-{num_shards:05d}{suffix}"
-
-
-def index_name(shard: str) -> str:
-    """The ``.idx`` file beside shard ``shard``."""
-    return shard + INDEX_SUFFIX
 
 
 def labels_name(key: str) -> str:
@@ -223,7 +215,7 @@ def temp_files(out: str, names: Iterable[str] | None = None) -> list[str]:
     def top(target: str) -> bool:  # NAME, NAME.idx, NAME.records of a shard, or metadata
         if shards is None:
             return is_built_name(target)
-        return any(target in (name, index_name(name), name + _SPREAD) for name in shards)
+        return any(target == name or target.startswith(name + ".") for name in shards)  # the shard, its sidecar, its spread records
 
     def records(target: str) -> bool:
         return is_shard_record_name(target) and (shards is None or target[: -len(_RECORD)] in shards)

@@ -2,9 +2,10 @@
 
 ``to_dict`` is the document a build writes, key for key and in the same order (users diff these
 files). ``from_dict`` reads any manifest of this format: what older builds did not write gets a
-default (``inputs``, ``run``, a split's ``entries_per_shard`` and ``labels``, a shard's ``index``,
-``covers`` and ``labels``), and the structure every reader relies on is checked, so a hand-edited
-or truncated manifest is one ``ManifestError`` saying what is wrong.
+default (``inputs``, ``run``, a split's ``entries_per_shard``, ``labels`` and ``formats`` (TFRecord,
+before version 2), a shard's ``index``, ``covers``, ``labels`` and ``twins``), and the structure every
+reader relies on is checked, so a hand-edited or truncated manifest is one ``ManifestError`` saying
+what is wrong.
 
 The schema entries and the config stay JSON mappings: what each feature kind writes in them is
 the features' business, not this contract's. ``totals`` and ``errors`` are not stored: they are
@@ -17,11 +18,13 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from shardkit.formats.containers import registry
 from shardkit.output import layout
 from shardkit.output.build_state import BuildParameters
+from shardkit.output.shard_record import ShardFile
 
 FORMAT = "shardkit.manifest"
-VERSION = 1
+VERSION = 2  # 2: each split names its shard containers (formats), each shard its twins in the others
 
 Labels = Mapping[str, Mapping[str, int]]  # label feature key -> value -> records
 
@@ -40,6 +43,8 @@ class ShardEntry:
     index: str | None  # the .idx file beside it, when written
     covers: tuple[tuple[str, int, int], ...]  # (index file, first line, last line) runs, when the inputs' order is kept
     labels: Labels  # per label feature, the records carrying each value
+    format: str = registry.DEFAULT  # the container ``name`` is in: its split's first format
+    twins: tuple[ShardFile, ...] = ()  # the same records in the split's other formats, in order
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -51,7 +56,17 @@ class ShardEntry:
             "index": self.index,
             "covers": [list(c) for c in self.covers],
             "labels": {key: dict(counts) for key, counts in self.labels.items()},
+            "twins": [twin.to_dict() for twin in self.twins],
         }
+
+    def file(self, format: str) -> ShardFile:
+        """This shard's file in container ``format`` (one of its split's formats)."""
+        if format == self.format:
+            return ShardFile(self.format, self.name, self.bytes, self.crc32c, self.index)
+        for twin in self.twins:
+            if twin.format == format:
+                return twin
+        raise KeyError(f"shard {self.name} has no {format} file")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,9 +79,13 @@ class SplitEntry:
     entries_per_shard: int | None  # None in manifests from before it was recorded
     shards: tuple[ShardEntry, ...]
     labels: Labels | None  # None: the build did not count labels (manifests from before label counts)
+    formats: tuple[str, ...] = (registry.DEFAULT,)  # the containers its shards are in, the primary first
+    writer_options: Mapping[str, str] = dataclasses.field(default_factory=dict)  # container -> its writer's options (ArrayRecord's)
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "formats": list(self.formats),
+            "writer_options": dict(self.writer_options),
             "records": self.records,
             "bytes": self.bytes,
             "entries": self.entries,
@@ -177,7 +196,10 @@ def _split(name: str, info: Any) -> SplitEntry:
     for key in ("records", "bytes"):
         if not isinstance(info.get(key), int):
             raise _damaged(f"split {name!r} has no {key} count")
-    shards = tuple(_shard(name, shard) for shard in info["shards"])
+    formats = info.get("formats") or [registry.DEFAULT]
+    if not isinstance(formats, list) or not all(isinstance(f, str) for f in formats):
+        raise _damaged(f"split {name!r}: formats is not a list of container names")
+    shards = tuple(_shard(name, shard, formats) for shard in info["shards"])
     labels = info.get("labels")
     return SplitEntry(
         records=info["records"],
@@ -188,10 +210,12 @@ def _split(name: str, info: Any) -> SplitEntry:
         entries_per_shard=info.get("entries_per_shard"),
         shards=shards,
         labels=None if labels is None else _labels(name, labels),
+        formats=tuple(formats),
+        writer_options=dict(info.get("writer_options") or {}),
     )
 
 
-def _shard(split: str, shard: Any) -> ShardEntry:
+def _shard(split: str, shard: Any, formats: list[str]) -> ShardEntry:
     if not isinstance(shard, dict) or not all(
         isinstance(shard.get(k), t) for k, t in (("name", str), ("records", int), ("bytes", int), ("crc32c", str))
     ):
@@ -210,7 +234,20 @@ def _shard(split: str, shard: Any) -> ShardEntry:
         index=shard.get("index"),
         covers=tuple((str(c[0]), int(c[1]), int(c[2])) for c in covers),
         labels=_labels(split, shard.get("labels") or {}),
+        format=formats[0],
+        twins=_twins(split, shard["name"], shard.get("twins") or [], formats[1:]),
     )
+
+
+def _twins(split: str, shard: str, twins: Any, formats: list[str]) -> tuple[ShardFile, ...]:
+    """A shard's files in its split's other formats: one each, a file name each."""
+    try:
+        found = tuple(ShardFile(**twin) for twin in twins)
+    except TypeError:
+        raise _damaged(f"shard {shard!r}: twins is not a list of files with format, name, bytes and crc32c") from None
+    if [t.format for t in found] != formats or any("/" in t.name or t.name.startswith(".") for t in found):
+        raise _damaged(f"shard {shard!r} of split {split!r}: its twins are not one file in each of {formats}")
+    return found
 
 
 def _labels(split: str, labels: Any) -> Labels:

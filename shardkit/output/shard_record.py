@@ -17,6 +17,21 @@ from shardkit.storage.atomic import fsync_dir, write_json
 
 
 @dataclasses.dataclass(frozen=True)
+class ShardFile:
+    """A shard's records in another container (``--format tfrecord,arrayrecord``): the same
+    records, in the same order, in a file of its own, with its own size and checksum."""
+
+    format: str
+    name: str
+    bytes: int
+    crc32c: str
+    index: str | None = None  # its sidecar, when its container keeps one (a TFRecord twin's .idx)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
 class ShardResult:
     """What one finished shard holds: the per-shard record, also saved beside the build state."""
 
@@ -36,9 +51,19 @@ class ShardResult:
     seconds: float
     index_file: str | None = None  # NAME.idx beside the shard, when written
     labels: dict[str, dict[str, int] | None] = dataclasses.field(default_factory=dict)  # label key -> value -> records
+    format: str = "tfrecord"  # the container of ``name`` (records from before containers had names: TFRecord)
+    twins: tuple[ShardFile, ...] = ()  # the same records in the build's other containers
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def files(self) -> dict[str, int | None]:
+        """Every file in OUT this shard is, and its size where its record knows it (a sidecar's is None)."""
+        found: dict[str, int | None] = {self.name: self.bytes, **{twin.name: twin.bytes for twin in self.twins}}
+        for sidecar in (self.index_file, *(twin.index for twin in self.twins)):
+            if sidecar is not None:
+                found[sidecar] = None
+        return found
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> ShardResult:
@@ -48,6 +73,7 @@ class ShardResult:
         fields["lengths"] = {k: tuple(v) for k, v in fields["lengths"].items()}
         fields["sizes"] = {k: (v[0], v[1], v[2], v[3], tuple(v[4])) for k, v in fields["sizes"].items()}
         fields.setdefault("labels", {})
+        fields["twins"] = tuple(ShardFile(**twin) for twin in fields.get("twins") or ())
         return cls(**fields)
 
 

@@ -78,6 +78,7 @@ def build(
     records_per_shard: int | None = None,
     workers: int | None = None,
     seed: int = 0,
+    format: str | Sequence[str] = "tfrecord",
     compression: str | None = None,
     on_error: str = "fail",
     overwrite: bool = False,
@@ -92,7 +93,12 @@ def build(
     allow_outside_root: bool = False,
     allow_schemes: Sequence[str] = (),
 ) -> BuildResult:
-    """Build TFRecord shards from index files (or an ImageFolder tree) into ``out``.
+    """Build shards from index files (or an ImageFolder tree) into ``out``.
+
+    ``format`` names the shard container: ``"tfrecord"``, ``"arrayrecord"`` (random access for
+    Grain; needs ``shardkit[arrayrecord]``), or several, ``"tfrecord,arrayrecord"``: one plan, each
+    record encoded once and written to both, the first the primary. ``compression`` and ``index``
+    are TFRecord's settings.
 
     Re-running the same call resumes: finished shards are kept, the rest are built. A different
     config or input raises ``StateError`` (an ``OutputError``) unless ``overwrite``. ``progress=None``
@@ -119,7 +125,7 @@ def build(
     """
     options = BuildOptions(
         config=config, from_folder=from_folder, split=split, image_root=image_root, ignore=ignore,
-        records_per_shard=records_per_shard, workers=workers, seed=seed, compression=compression, on_error=on_error,
+        records_per_shard=records_per_shard, workers=workers, seed=seed, format=format, compression=compression, on_error=on_error,
         overwrite=overwrite, fsync=fsync, progress=progress, executor=executor, num_nodes=num_nodes, node_index=node_index,
         index=index, shuffle=shuffle, source_id=source_id, allow_outside_root=allow_outside_root, allow_schemes=allow_schemes,
     )  # fmt: skip
@@ -150,7 +156,7 @@ def build_with(indexes: Sequence[str | Path], out: str | Path, options: BuildOpt
         preflight.check_out_spares_inputs(out_dir, indexes, sources, options.from_folder, [options.config, options.image_root])
         parameters = options.parameters()
         # The class lists are not in it: the inputs decide them, and resuming must not re-read every row.
-        fingerprint = fingerprint_of(cfg, parameters.to_dict(), inputs)
+        fingerprint = fingerprint_of(cfg, parameters.fingerprinted(), inputs)
         reached.fingerprint = fingerprint
 
         if not location.is_url(out_dir):
@@ -173,8 +179,8 @@ def build_with(indexes: Sequence[str | Path], out: str | Path, options: BuildOpt
                 )
             cfg = cfg.with_classes(state.classes)
             settings = BuildSettings(
-                out_dir, cfg, options.seed, options.compression, options.on_error, fingerprint, options.fsync, options.index,
-                options.shuffle, state.plan, options.allow_outside_root, tuple(options.allow_schemes),
+                out_dir, cfg, options.seed, parameters.containers(), options.on_error, fingerprint, options.fsync, options.shuffle,
+                state.plan, options.allow_outside_root, tuple(options.allow_schemes),
             )  # fmt: skip
             tasks = tasks_from_plan(state.splits, settings)
             mine = tasks[node_index::num_nodes]  # a node's deterministic share of the one global plan

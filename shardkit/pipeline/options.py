@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from shardkit.errors import UsageError
+from shardkit.formats.containers import registry
 from shardkit.output.build_state import BuildParameters
 from shardkit.storage.boundary import check_schemes
 
@@ -36,7 +37,8 @@ class BuildOptions:
     records_per_shard: int | None = None  # input entries per shard (None: shards of about 128 MB)
     workers: int | None = None  # worker processes (None: the usable cores)
     seed: int = 0  # of the shuffle and of augmentation
-    compression: str | None = None  # None or "gzip"
+    format: str | Sequence[str] = registry.DEFAULT  # the shard containers: "arrayrecord", "tfrecord,arrayrecord", ...
+    compression: str | None = None  # TFRecord's: None or "gzip"
     on_error: str = "fail"  # a bad entry stops the build ("fail"), or is skipped and listed ("skip")
     overwrite: bool = False  # replace a different build already in OUT
     fsync: bool = True  # flush each shard to stable storage before committing it
@@ -44,7 +46,7 @@ class BuildOptions:
     executor: Executor | None = None  # where shard tasks run (None: inline or a local process pool)
     num_nodes: int = 1  # this node's share of one plan over num_nodes batch nodes ...
     node_index: int = 0  # ... is node_index, 0 .. num_nodes - 1
-    index: bool = True  # NAME.idx beside each uncompressed shard
+    index: bool = True  # TFRecord's: NAME.idx beside each uncompressed shard
     shuffle: bool = True  # order entries and records by hashes of the seed (False: the inputs' order)
     source_id: bool = True  # a string feature naming each record's input
     # The read rule (``storage.boundary``): paths that annotation files and tables name may leave
@@ -63,6 +65,8 @@ class BuildOptions:
             raise UsageError("--workers must be at least 1")
         if self.compression not in COMPRESSIONS:
             raise UsageError(f"unknown compression {self.compression!r} (known: none, gzip)")
+        object.__setattr__(self, "format", registry.names_of(self.format))
+        registry.configured(self.format, self.compression, self.index)  # a setting a container refuses: one line, before any work
         if self.on_error not in ON_ERROR:
             raise UsageError(f"unknown --on-error {self.on_error!r} (known: fail, skip)")
         if self.num_nodes < 1:
@@ -74,7 +78,8 @@ class BuildOptions:
 
     def parameters(self) -> BuildParameters:
         """The options the records depend on: part of the fingerprint, kept in the build state and the manifest."""
-        return BuildParameters(self.seed, self.compression, self.records_per_shard, self.split, self.index, self.shuffle)
+        formats = registry.names_of(self.format)
+        return BuildParameters(self.seed, self.compression, self.records_per_shard, self.split, self.index, self.shuffle, formats)
 
 
 def check_call(indexes: Sequence[str | Path], out: str | Path, options: BuildOptions) -> None:

@@ -31,8 +31,8 @@ from shardkit.features.registry import of_entry
 from shardkit.formats.containers.idx_sidecar import parse_index, read_index
 from shardkit.formats.containers.masked_crc import masked_crc
 from shardkit.formats.containers.tfrecord_io import FOOTER_SIZE, HEADER_SIZE
+from shardkit.formats.containers.tfrecord_shards import TFRecordShards
 from shardkit.formats.example_proto import DecodeError, decode_example
-from shardkit.output import layout
 from shardkit.output.found import load_output
 from shardkit.output.manifest import ShardEntry
 from shardkit.storage import location
@@ -73,7 +73,7 @@ class ShardReader:
                     raise ShardkitError(f"{path}: no index file ({_index_hint(out, shard)})")
                 entries = read_index(index_path)
             if len(entries) != shard.records:
-                raise ShardkitError(f"{layout.index_name(path)}: lists {len(entries)} records, the manifest says {shard.records}")
+                raise ShardkitError(f"{index_path}: lists {len(entries)} records, the manifest says {shard.records}")
             self._shards.append((path, entries))
             self._sizes.append(shard.bytes)
             self._starts.append(total)
@@ -161,7 +161,7 @@ def _index_hint(out: str, shard: ShardEntry) -> str:
 
 def _index_path(out: str, shard: ShardEntry) -> str:
     """The index the manifest lists, or where ``shardkit index`` writes one for a shard built without."""
-    return location.join(out, shard.index or layout.index_name(shard.name))
+    return location.join(out, shard.index or TFRecordShards().owned_sidecars(shard.name)[0])
 
 
 def _parse_fetched(index_path: str, data: bytes | None, missing: str) -> list[tuple[int, int]]:

@@ -20,6 +20,7 @@ from typing import Any
 
 from shardkit.errors import ShardkitError, UsageError
 from shardkit.features.registry import of_entry
+from shardkit.formats.containers import registry
 from shardkit.output.found import load_output
 from shardkit.output.manifest import Manifest
 from shardkit.read import tf_objects, tf_resize
@@ -52,7 +53,14 @@ def shard_files(out: str, manifest: Manifest, split: str) -> list[str]:
     if split not in manifest.splits:
         known = ", ".join(manifest.splits) or "none"
         raise ShardkitError(f"{out}: no split {split!r} (splits: {known})")
-    return [location.join(out, shard.name) for shard in manifest.splits[split].shards]
+    info = manifest.splits[split]
+    readable = [format for format in info.formats if registry.CONTAINERS[format].read_by_tf_data]
+    if not readable:
+        raise ShardkitError(
+            f"{out}: split {split!r} holds {' and '.join(info.formats)} shards, which tf.data cannot read: rebuild with "
+            "--format tfrecord,arrayrecord (one plan, both containers), or read it with shardkit.reader.ShardReader"
+        )
+    return [location.join(out, shard.file(readable[0]).name) for shard in info.shards]
 
 
 def unreadable_url(out: str, schemes: Collection[str]) -> str | None:

@@ -19,7 +19,7 @@ from PIL import Image, ImageDraw
 from shardkit.check.inspection import balanced, label_balance
 from shardkit.errors import ShardkitError
 from shardkit.features.registry import of_entry
-from shardkit.formats.containers import tfrecord_scan
+from shardkit.formats.containers import registry
 from shardkit.formats.example_proto import INT64, DecodeError, decode_example
 from shardkit.output.found import Output, expand
 from shardkit.view import fonts
@@ -145,7 +145,7 @@ def _counted(
                     if len(tally) > MAX_CLASSES:
                         dropped.add(key)
 
-        result = tfrecord_scan.scan(path, compression, count, checksum=False)
+        result = registry.of_file(path, compression).walk(path, count, checksum=False)
         if not result.ok:
             raise ShardkitError(f"{path}: {result.describe_error()} (shardkit verify {path} tells more)")
         per_shard.append((name, counts))

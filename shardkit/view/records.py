@@ -28,7 +28,7 @@ from shardkit.errors import ShardkitError, UsageError
 from shardkit.features.drawn import Overlay
 from shardkit.features.registry import KINDS, of_entry
 from shardkit.formats import image_codec, image_headers
-from shardkit.formats.containers import tfrecord_scan
+from shardkit.formats.containers import registry
 from shardkit.formats.example_proto import BYTES, INT64, DecodeError, decode_example
 from shardkit.output.found import Output, expand
 from shardkit.read.random_access import ShardReader
@@ -83,7 +83,7 @@ def record_sheet(
     paths: Sequence[str], *, split: str | None = None, count: int = 16, seed: int = 0, columns: int | None = None
 ) -> Image.Image:
     """The sheet of ``count`` records drawn at random (``seed``) from ``split`` (default: each
-    output's first split; plain TFRecord files: all their records), masks overlaid, captions
+    output's first split; plain shard files: all their records), masks overlaid, captions
     naming the record, its classes and where it is."""
     if columns is not None and columns < 1:
         raise UsageError(f"--columns {columns}: a sheet has at least one column")
@@ -111,7 +111,7 @@ def sample_records(paths: Sequence[str], *, split: str | None = None, count: int
         raise UsageError(f"-n {count}: a sheet shows 1 to {MAX_COUNT} records")
     targets = expand(paths)
     if split is not None and not targets.outputs:
-        raise UsageError(f"--split {split}: only shardkit outputs have splits; {', '.join(map(str, paths))} are plain TFRecord files")
+        raise UsageError(f"--split {split}: only shardkit outputs have splits; {', '.join(map(str, paths))} are plain shard files")
     sources = _sources(targets.outputs, split) + [_counted(path, compression) for path in targets.files]
     total = sum(s.records for s in sources)
     if not total:
@@ -143,7 +143,7 @@ def _sources(outputs: list[Output], split: str | None) -> list[_Source]:
 
 
 def _counted(path: str, compression: str) -> _Source:
-    result = tfrecord_scan.scan(path, compression, checksum=False)
+    result = registry.of_file(path, compression).walk(path, checksum=False)
     if not result.ok:
         raise ShardkitError(f"{path}: {result.describe_error()} (shardkit verify {path} tells more)")
     return _Source(path, result.records)
@@ -167,7 +167,7 @@ def _read(source: _Source, numbers: list[int], readers: dict[tuple[str, str], Sh
         if index in want:
             found[index] = bytes(payload)
 
-    result = tfrecord_scan.scan(source.file, compression, keep, limit=max(numbers) + 1, checksum=False)
+    result = registry.of_file(source.file, compression).walk(source.file, keep, limit=max(numbers) + 1, checksum=False)
     if len(found) < len(want):
         raise ShardkitError(f"{source.file}: {result.describe_error() or f'{result.records} records, fewer than the manifest says'}")
     return [_record(source, n, found[n]) for n in numbers]

@@ -90,7 +90,7 @@ def test_a_manifest_from_before_labels_inputs_and_index_still_reads(built: Path,
         (lambda m: m.update(schema=[{"key": "x"}]), "damaged manifest: schema is not a list of features with key and dtype"),
         (lambda m: m.update(parameters=None), "damaged manifest: parameters is not a mapping"),
         (lambda m: m.update(version="1"), "damaged manifest: version '1' is not a number"),
-        (lambda m: m.update(version=2), "manifest version 2 is newer than this shardkit reads (1): upgrade shardkit to read it"),
+        (lambda m: m.update(version=3), "manifest version 3 is newer than this shardkit reads (2): upgrade shardkit to read it"),
     ],
 )
 def test_a_damaged_manifest_says_what_is_wrong(built: Path, damage: Callable[[dict[str, Any]], object], problem: str) -> None:
@@ -112,7 +112,7 @@ def test_layout_names_what_a_build_writes(built: Path) -> None:
     assert not layout.is_built_name(".train-00000-of-00003.tfrecord.incomplete-1a2b3c4d") and not layout.is_built_name("notes.txt")
     assert layout.is_temp_name(".train-00000-of-00003.tfrecord.incomplete-1a2b3c4d")
     manifest = load_output(str(built)).manifest
-    assert {s.index for _, s in manifest.shards()} == {layout.index_name(s.name) for _, s in manifest.shards()}
+    assert {s.index for _, s in manifest.shards()} == {s.name + ".idx" for _, s in manifest.shards()}
     assert (built / layout.STATE_DIR / layout.lock_name()).exists()
     assert layout.lock_name(3) == "lock.node-3" and layout.is_node_lock(layout.lock_name(3)) and not layout.is_node_lock(layout.lock_name())
     state = read_state(str(built))

@@ -89,7 +89,7 @@ def test_manifest_describes_the_shards(seg_data: Path, tmp_path: Path) -> None:
     assert result.manifest is not None and manifest == result.manifest.to_dict()
     assert list(manifest) == list(result.manifest.to_dict())  # the key order too: users diff these files
     assert Manifest.from_dict(manifest) == result.manifest
-    assert manifest["format"] == "shardkit.manifest" and manifest["version"] == 1
+    assert manifest["format"] == "shardkit.manifest" and manifest["version"] == 2
     train = manifest["splits"]["train"]
     assert [s["name"] for s in train["shards"]] == [f"train-{i:05d}-of-00005.tfrecord" for i in range(5)]
     assert [s["entries"] for s in train["shards"]] == [5, 5, 5, 5, 4]

@@ -16,7 +16,7 @@ from shardkit.pipeline.options import BuildOptions
 
 FIELDS = {f.name: f.default for f in dataclasses.fields(BuildOptions)}
 # CLI options that are not BuildOptions' fields by name: translated by the command (or its own, like --quiet).
-TRANSLATED = {"compression", "executor", "scheduler", "num_nodes", "node_index", "quiet", "force_progress"}
+TRANSLATED = {"format_", "compression", "executor", "scheduler", "num_nodes", "node_index", "quiet", "force_progress"}
 
 
 def test_the_python_call_takes_exactly_the_options_with_their_defaults() -> None:
@@ -29,7 +29,7 @@ def test_the_python_call_takes_exactly_the_options_with_their_defaults() -> None
 def test_every_build_option_of_the_cli_reaches_the_options() -> None:
     names = {p.name for p in main.commands["build"].params} - {"indexes", "out"}
     assert names - TRANSLATED <= set(FIELDS), names - TRANSLATED - set(FIELDS)
-    assert set(FIELDS) - names == {"progress"}  # from --quiet and --progress
+    assert set(FIELDS) - names == {"progress", "format"}  # from --quiet and --progress; --format (format_: not the builtin)
 
 
 @pytest.mark.parametrize(
@@ -59,6 +59,7 @@ def test_the_options_are_a_frozen_value() -> None:
         options.seed = 4  # type: ignore[misc]
     assert options.parameters().to_dict() == {
         "seed": 3, "compression": None, "records_per_shard": None, "split": None, "index": True, "shuffle": True,
+        "formats": ["tfrecord"],
     }  # fmt: skip
 
 

@@ -1,5 +1,7 @@
 """Shard containers: the file formats shards are written in, each behind one adapter.
 
-TFRecord (its framing, CRC walk and ``.idx`` sidecar) lives here; nothing outside this folder
-frames, unframes or names a container's files itself.
+``adapter`` says what a container is to the rest of shardkit, ``registry`` finds one by name or
+by file name; TFRecord (``tfrecord_shards``: framing, CRC walk, ``.idx``) and ArrayRecord
+(``arrayrecord_shards``) are the two. Nothing outside this folder frames, unframes or names a
+container's files itself (``tests/test_architecture.py`` holds it).
 """

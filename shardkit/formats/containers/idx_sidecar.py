@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 
 from shardkit.errors import Interrupted, ShardkitError
 from shardkit.formats.containers import tfrecord_scan
+from shardkit.formats.containers.adapter import ScanResult
 from shardkit.interrupts import quiet_pool, stop_pool
 from shardkit.storage import atomic, location
 
@@ -65,7 +66,7 @@ class IndexReport:
     problem: str | None = None
 
 
-def offsets(path: str, compression: str = "auto") -> tuple[tfrecord_scan.ScanResult, list[tuple[int, int]]]:
+def offsets(path: str, compression: str = "auto") -> tuple[ScanResult, list[tuple[int, int]]]:
     """CRC-checked walk of ``path`` collecting (offset, framed length) of every record."""
     found: list[tuple[int, int]] = []
     result = tfrecord_scan.scan(path, compression, checksum=False, on_frame=lambda offset, length: found.append((offset, length)))

@@ -13,12 +13,12 @@ from __future__ import annotations
 import dataclasses
 import struct
 import zlib
-from collections.abc import Callable
 from typing import IO, Protocol
 
 import crc32c
 
 from shardkit.errors import ShardkitError
+from shardkit.formats.containers.adapter import OnFrame, OnRecord, ScanResult
 from shardkit.formats.containers.masked_crc import mask
 from shardkit.formats.containers.tfrecord_io import FOOTER_SIZE, HEADER_SIZE
 from shardkit.storage import location
@@ -28,32 +28,6 @@ MAX_PARSED_RECORD = 256 << 20  # records handed to on_record (inspect, verify --
 _HEADER = struct.Struct("<QI")
 _U32 = struct.Struct("<I")
 COMPRESSIONS = ("none", "gzip", "zlib")
-
-OnRecord = Callable[[int, int, memoryview], None]  # (record index, stream offset, payload)
-OnFrame = Callable[[int, int], None]  # (stream offset, framed length) of every valid record
-
-
-@dataclasses.dataclass(frozen=True)
-class ScanResult:
-    path: str
-    compression: str  # none, gzip or zlib: what the bytes are, whatever the name says
-    records: int  # complete, CRC-valid records before the first problem
-    file_bytes: int
-    crc32c: str  # of the file's bytes on disk (what the manifest records)
-    error: str | None = None
-    error_record: int | None = None
-    error_offset: int | None = None  # in the uncompressed record stream
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-    def describe_error(self) -> str:
-        if self.error is None:
-            return ""
-        if self.error_record is None:
-            return self.error
-        return f"record {self.error_record} at byte {self.error_offset}: {self.error}"
 
 
 def detect_compression(head: bytes) -> str:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
+from shardkit.formats.containers.adapter import ShardContainer
 from shardkit.output.build_state import SplitPlan
-from shardkit.output.layout import shard_name, state_dir
+from shardkit.output.layout import state_dir
 from shardkit.pipeline.config import Config
 from shardkit.pipeline.inputs.sources import PlanSource
 from shardkit.pipeline.plan.plan_file import PlanSlice
@@ -27,11 +28,10 @@ class BuildSettings:
     out_dir: str
     config: Config
     seed: int
-    compression: str | None  # None or "gzip"
+    containers: tuple[ShardContainer, ...]  # what each shard is written as: the primary first
     on_error: str  # "fail" or "skip"
     fingerprint: str
     fsync: bool = True  # flush each shard to stable storage before its rename; off only for scratch disks
-    index: bool = True  # write NAME.idx (offset and length per record) beside uncompressed shards
     shuffle: bool = True  # records of one entry spread over its shard (the plan already shuffled entries)
     plan: str = ""  # the plan's folder, under OUT/.shardkit
     # The read rule's allowances (``storage.boundary``): this run's, not the plan's, so a rerun with
@@ -59,7 +59,22 @@ class ShardTask:
 
     @property
     def name(self) -> str:
-        return shard_name(self.split, self.index, self.num_shards, self.settings.compression)
+        """The shard's file name in its primary container."""
+        return self.settings.containers[0].shard_name(self.split, self.index, self.num_shards)
+
+    def file_names(self) -> list[str]:
+        """Every file in OUT this shard is: in each container, the shard and its sidecar."""
+        return files_of(self.settings.containers, self.split, self.index, self.num_shards)
+
+
+def files_of(containers: Sequence[ShardContainer], split: str, index: int, num_shards: int) -> list[str]:
+    """The files shard ``index`` of ``split`` is in OUT, in each of ``containers``: shard, then sidecar."""
+    names = []
+    for container in containers:
+        name = container.shard_name(split, index, num_shards)
+        sidecar = container.sidecar_name(name)
+        names += [name] if sidecar is None else [name, sidecar]
+    return names
 
 
 def tasks_from_plan(splits: Mapping[str, SplitPlan], settings: BuildSettings) -> list[ShardTask]:

@@ -21,11 +21,11 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from shardkit.errors import EntryError
 from shardkit.features import columns as arrow_columns
 from shardkit.features.base import BadValue, FeatureSpec
-from shardkit.formats.containers.tfrecord_io import frame_batch
 from shardkit.formats.example_batch import encode_batch
 from shardkit.formats.image_headers import ImageProblem
 from shardkit.output import layout
@@ -42,21 +42,21 @@ from shardkit.storage.boundary import Boundary
 Skipped = list[tuple[str, int, str]]  # (source, line, reason) of entries left out
 CHUNK_ROWS = 16384  # records encoded together: a few MB of rows of numbers
 FILE_CHUNK_ROWS = 256  # ... where each record holds a file, which may be megabytes, at first:
+_NO_RECORDS = pa.array([], pa.large_binary())
 CHUNK_BYTES = 8 << 20  # then as many as make about this many bytes (small files: a chunk's fixed costs spread)
 
 
 @dataclasses.dataclass(frozen=True)
 class Block:
-    """Records framed one after another, and what the shard's record keeps of them."""
+    """Encoded records, and what the shard's record keeps of them."""
 
-    framed: Any  # a bytes-like buffer
-    lengths: np.ndarray  # each record's framed length
+    encoded: pa.Array  # large_binary: element i is record i's serialized Example
     inputs: list[tuple[str, int]]  # (source, line) of each entry, in order, those left out too
     skipped: Skipped
 
     @property
     def records(self) -> int:
-        return len(self.lengths)
+        return len(self.encoded)
 
 
 def applies(config: Config, sources: Sequence[PlanSource]) -> bool:
@@ -169,7 +169,7 @@ class BatchMaker:
     def _sized(self, block: Block) -> Block:
         """``block`` as it is; the chunks after it sized by its records' bytes, where they hold files."""
         if self.files and block.records:
-            self.chunk = int(min(CHUNK_ROWS, max(FILE_CHUNK_ROWS, CHUNK_BYTES * block.records // max(len(block.framed), 1))))
+            self.chunk = int(min(CHUNK_ROWS, max(FILE_CHUNK_ROWS, CHUNK_BYTES * block.records // max(block.encoded.nbytes, 1))))
         return block
 
     # -- records ------------------------------------------------------------------------------
@@ -180,15 +180,14 @@ class BatchMaker:
 
         keep, skipped = self._files(values, origin, folders)
         if len(skipped) == len(origin):  # nothing left to encode, or to count
-            return Block(b"", np.zeros(0, dtype=np.int64), origin, skipped)
+            return Block(_NO_RECORDS, origin, skipped)
         if skipped:
             mask = pa.array(keep)
             values = [v.filter(mask) if isinstance(v, (pa.Array, pa.ChunkedArray)) else _kept(v, keep) for v in values]
         columns: list[tuple[str, str, Any]] = []
         for spec, column in zip(self.config.features, values, strict=True):
             columns += spec.kind.batch_columns(spec, column, self.stats)
-        framed, lengths = frame_batch(encode_batch(columns, len(origin) - len(skipped)))
-        return Block(framed, np.asarray(lengths), origin, skipped)
+        return Block(encode_batch(columns, len(origin) - len(skipped)), origin, skipped)
 
     def _files(self, values: list[Any], origin: list[tuple[str, int]], folders: list[str] | None) -> tuple[list[bool], Skipped]:
         """Each file feature's values made (bytes, stored header) in place; which records are kept."""

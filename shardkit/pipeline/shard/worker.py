@@ -11,20 +11,18 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import gzip
 import os
 import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
-from shardkit.errors import EntryError, StateError, WriteError, cut
+from shardkit.errors import EntryError, StateError, cut
 from shardkit.formats import image_headers
-from shardkit.formats.containers.idx_sidecar import flat_index_text
-from shardkit.formats.containers.tfrecord_io import RecordWriter, file_crc32c
+from shardkit.formats.containers.adapter import ShardContainer, ShardWriter, WrittenFile
 from shardkit.output import layout
 from shardkit.output.build_state import current_fingerprint
-from shardkit.output.shard_record import ShardResult, write_shard_record
+from shardkit.output.shard_record import ShardFile, ShardResult, write_shard_record
 from shardkit.pipeline.inputs.entries import Entry
 from shardkit.pipeline.plan.arithmetic import record_key
 from shardkit.pipeline.plan.plan_file import read_entries
@@ -64,7 +62,7 @@ class _Spread:
             self.keys.append((record_key(self.seed, entry.identity, copy), self.offset, len(record)))
             self.offset += len(record)
 
-    def write_to(self, writer: RecordWriter) -> None:
+    def write_to(self, writer: _Writers) -> None:
         self.file.flush()
         self.keys.sort()
         fd = self.file.fileno()
@@ -92,25 +90,79 @@ class WrittenShard:
 
     task: ShardTask
     result: ShardResult
-    temp: str
-    index: bytes | None  # the .idx file's content, when the build writes one
+    files: tuple[_Staged, ...]  # the shard in each of the build's containers, the primary first
 
     def commit(self) -> None:
-        """Shard, then its .idx, then its record (the commit point): renamed or uploaded, each whole."""
+        """Each file, then the sidecars, then the record (the commit point): renamed or uploaded, each whole."""
         settings = self.task.settings
         try:
             _check_still_ours(self.task)
-            atomic.publish(self.temp, location.join(settings.out_dir, self.task.name))
-            if self.index is not None and self.result.index_file:
-                # Beside the shard, before its record: the record is the commit point for both.
-                atomic.write_atomic(location.join(settings.out_dir, self.result.index_file), self.index, settings.fsync)
+            for staged in self.files:
+                atomic.publish(staged.temp, location.join(settings.out_dir, staged.name))
+            for staged in self.files:
+                if staged.sidecar is not None:  # beside its shard, before the record: the record is the commit point for all
+                    atomic.write_atomic(location.join(settings.out_dir, staged.sidecar[0]), staged.sidecar[1], settings.fsync)
         except BaseException:
-            atomic.remove_quietly(self.temp)
+            self.discard()
             raise
         write_shard_record(settings.out_dir, self.result, settings.fsync)
 
     def discard(self) -> None:
-        atomic.remove_quietly(self.temp)
+        for staged in self.files:
+            atomic.remove_quietly(staged.temp)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Staged:
+    """One container's file of a shard, whole in its temp file."""
+
+    container: ShardContainer
+    name: str  # its final name in OUT
+    temp: str
+    written: WrittenFile
+    sidecar: tuple[str, bytes] | None  # (name, content) of what goes beside it
+
+
+class _Writers:
+    """One writer per container of the build: each record is encoded once and handed to all."""
+
+    def __init__(self, task: ShardTask, tag: str) -> None:
+        settings = task.settings
+        self.files: list[tuple[ShardContainer, str, str]] = []  # (container, final name, temp path)
+        self.writers: list[ShardWriter] = []
+        try:
+            for container in settings.containers:
+                name = container.shard_name(task.split, task.index, task.num_shards)
+                temp = layout.temp_path(settings.out_dir, name, tag)
+                self.files.append((container, name, temp))
+                self.writers.append(container.open_writer(temp, location.join(settings.out_dir, name)))
+        except BaseException:
+            self.abandon()
+            raise
+
+    def write(self, record: bytes) -> None:
+        for writer in self.writers:
+            writer.write(record)
+
+    def write_batch(self, records: Any) -> None:
+        for writer in self.writers:
+            writer.write_batch(records)
+
+    def close(self, sync: bool) -> tuple[_Staged, ...]:
+        staged = []
+        for (container, name, temp), writer in zip(self.files, self.writers, strict=True):
+            written = writer.close(sync)
+            sidecar_name = container.sidecar_name(name)
+            sidecar = None if written.sidecar is None or sidecar_name is None else (sidecar_name, written.sidecar)
+            staged.append(_Staged(container, name, temp, written, sidecar))
+        return tuple(staged)
+
+    def abandon(self) -> None:
+        """Close every writer quietly and remove every temp file (a writer may have made its file before failing)."""
+        for writer in self.writers:
+            writer.abandon()
+        for _, _, temp in self.files:
+            atomic.remove_quietly(temp)
 
 
 def write_shard(task: ShardTask, progress: Progress | None = None, tick_every: float = 0.2, stop: Stop | None = None) -> WrittenShard:
@@ -119,7 +171,6 @@ def write_shard(task: ShardTask, progress: Progress | None = None, tick_every: f
     settings = task.settings
     final = location.join(settings.out_dir, task.name)
     tag = uuid.uuid4().hex[:8]
-    temp = layout.temp_path(settings.out_dir, task.name, tag)
     rule = settings.read_rule(task.sources)
     batches = BatchMaker(settings.config, task.sources, settings.on_error, rule) if batched(settings.config, task.sources) else None
     maker = RecordMaker(settings.config, settings.seed, rule) if batches is None else None
@@ -131,43 +182,32 @@ def write_shard(task: ShardTask, progress: Progress | None = None, tick_every: f
         if settings.shuffle and maker is not None and len(maker.copies) > 1:
             with atomic.naming(final):
                 spread = _Spread(layout.spread_temp_path(settings.out_dir, task.name, tag), settings.seed)
-        with _ShardFile(temp, final) as raw:
-            sink: Any = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) if settings.compression == "gzip" else raw
-            writer = RecordWriter(sink)
+        writers = _Writers(task, tag)
+        try:
             if batches is not None:
                 for block in batches.blocks(settings.plan_dir, task.entries):
-                    writer.write_framed(block.framed, block.lengths)
+                    writers.write_batch(block.encoded)
                     tally.add(block.records, block.inputs, block.skipped)
             else:
-                _write_records(task, maker, writer, spread, tally)  # type: ignore[arg-type]
-            if sink is not raw:
-                sink.close()
-            raw.flush()
-            if settings.fsync and not location.is_url(settings.out_dir):  # a staged file is uploaded, not kept
-                raw.sync()
-        if settings.compression == "gzip":
-            size, crc = os.path.getsize(temp), file_crc32c(temp)
-        else:
-            size, crc = writer.bytes_written, writer.crc32c
-        index_name = index = None
-        if settings.index and settings.compression is None:
-            index_name, index = layout.index_name(task.name), flat_index_text(writer.flat_offsets)
-    except BaseException:
-        atomic.remove_quietly(temp)
-        raise
+                _write_records(task, maker, writers, spread, tally)  # type: ignore[arg-type]
+            files = writers.close(sync=settings.fsync and not location.is_url(settings.out_dir))  # a staged file is uploaded, not kept
+        except BaseException:
+            writers.abandon()
+            raise
     finally:
         if spread is not None:
             spread.close()
     tally.flush()
     stats = batches.stats if batches is not None else maker.stats  # type: ignore[union-attr]
+    primary, twins = files[0], files[1:]
     result = ShardResult(
         name=task.name,
         split=task.split,
         index=task.index,
         num_shards=task.num_shards,
-        records=writer.records,
-        bytes=size,
-        crc32c=f"{crc:08x}",
+        records=primary.written.records,
+        bytes=primary.written.size,
+        crc32c=primary.written.crc32c,
         entries=task.entries.entries - len(tally.skipped),
         covers=_covers(tally.inputs),  # shuffled shards hold scattered lines: each record's source_id names its input
         skipped=tuple(tally.skipped),
@@ -175,10 +215,12 @@ def write_shard(task: ShardTask, progress: Progress | None = None, tick_every: f
         sizes=stats.sizes,
         fingerprint=settings.fingerprint,
         seconds=round(time.perf_counter() - started, 3),
-        index_file=index_name,
+        index_file=None if primary.sidecar is None else primary.sidecar[0],
         labels=stats.labels,
+        format=primary.container.name,
+        twins=tuple(ShardFile(t.container.name, t.name, t.written.size, t.written.crc32c, t.sidecar and t.sidecar[0]) for t in twins),
     )
-    return WrittenShard(task, result, temp, index)
+    return WrittenShard(task, result, files)
 
 
 class _Tally:
@@ -210,7 +252,7 @@ class _Tally:
         self.pending, self.last_tick = 0, time.monotonic()
 
 
-def _write_records(task: ShardTask, maker: RecordMaker, writer: RecordWriter, spread: _Spread | None, tally: _Tally) -> None:
+def _write_records(task: ShardTask, maker: RecordMaker, writer: _Writers, spread: _Spread | None, tally: _Tally) -> None:
     """The shard's entries record by record (augmented copies among them), written or spread."""
     settings = task.settings
     final = location.join(settings.out_dir, task.name)
@@ -233,42 +275,6 @@ def _write_records(task: ShardTask, maker: RecordMaker, writer: RecordWriter, sp
     if spread is not None:
         with atomic.naming(final):
             spread.write_to(writer)
-
-
-class _ShardFile:
-    """A shard's temp file, as the record writer (and gzip) see it: every OS error writing it (a
-    full disk, a quota) is a ``WriteError`` naming the shard, while input errors stay entry errors."""
-
-    def __init__(self, temp: str, final: str) -> None:
-        self._final = final
-        with atomic.naming(final):
-            # A larger buffer: one write call per 256 KB, not one per small record.
-            self._raw = open(temp, "wb", buffering=1 << 18)  # noqa: SIM115 (closed by __exit__, where a full disk can fail it too)
-
-    def write(self, data: bytes) -> int:
-        try:  # once per record: a bare try, not atomic.naming's context manager
-            return self._raw.write(data)
-        except OSError as exc:
-            raise WriteError.from_os_error(self._final, exc) from None
-
-    def flush(self) -> None:
-        with atomic.naming(self._final):
-            self._raw.flush()
-
-    def sync(self) -> None:
-        with atomic.naming(self._final):
-            atomic.flush_to_disk(self._raw.fileno())
-
-    def __enter__(self) -> _ShardFile:
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
-        if kind is None:
-            with atomic.naming(self._final):
-                self._raw.close()
-        else:  # already failing: closing flushes what is buffered, which may fail again and hide why
-            with contextlib.suppress(OSError):
-                self._raw.close()
 
 
 def _check_still_ours(task: ShardTask) -> None:

@@ -50,6 +50,7 @@ def make_manifest(state: BuildState, shards: Iterable[ShardResult], run: Mapping
     shards = sorted(shards, key=lambda s: (s.split, s.index))
     splits: dict[str, SplitEntry] = {}
     label_keys = _label_keys(shards)
+    options = {c.name: o for c in state.parameters.containers() if (o := c.writer_options()) is not None}
     for split, plan in state.splits.items():
         mine = [s for s in shards if s.split == split]
         splits[split] = SplitEntry(
@@ -69,10 +70,14 @@ def make_manifest(state: BuildState, shards: Iterable[ShardResult], run: Mapping
                     index=s.index_file,
                     covers=s.covers,
                     labels={key: dict(sorted((s.labels[key] or {}).items())) for key in label_keys},
+                    format=s.format,
+                    twins=s.twins,
                 )
                 for s in mine
             ),
             labels=label_totals(mine, label_keys),
+            formats=state.parameters.formats,
+            writer_options=options,
         )
     config = state.config
     return Manifest(

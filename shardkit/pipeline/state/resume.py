@@ -96,9 +96,13 @@ def owned_files(out_dir: str, state: BuildState | None) -> list[str]:
 
 def _written_names(state: BuildState) -> set[str]:
     """The names at OUT's top a build with ``state`` writes."""
-    shards = planned_names(state)
+    names: set[str] = set()
+    for container in state.parameters.containers():
+        for split, plan in state.splits.items():
+            shards = [container.shard_name(split, i, plan.num_shards) for i in range(plan.num_shards)]
+            names.update(shards, (sidecar for shard in shards for sidecar in container.owned_sidecars(shard)))
     keys = (state.config.get("features") or {}).keys()
-    return {*shards, *map(layout.index_name, shards), *layout.METADATA_NAMES, *map(layout.labels_name, keys)}
+    return {*names, *layout.METADATA_NAMES, *map(layout.labels_name, keys)}
 
 
 def finished_shards(out_dir: str, tasks: Sequence[ShardTask], fingerprint: str) -> dict[str, ShardResult]:
@@ -109,8 +113,9 @@ def finished_shards(out_dir: str, tasks: Sequence[ShardTask], fingerprint: str) 
     if not missing:
         return done
     recorded = set(location.listdir(layout.shard_records_dir(out_dir)))
+    files = {task.name: task.file_names() for task in tasks}
     for name in missing:
-        for stale in (name, layout.index_name(name)):
+        for stale in files[name]:
             if stale in present:
                 location.remove(location.join(out_dir, stale))
         if layout.shard_record_name(name) in recorded:
@@ -126,11 +131,9 @@ def load_state(out_dir: str) -> BuildState:
 
 
 def planned_names(state: BuildState) -> list[str]:
-    """Every shard the build's plan has, from its state alone."""
-    compression = state.parameters.compression
-    return [
-        layout.shard_name(split, i, plan.num_shards, compression) for split, plan in state.splits.items() for i in range(plan.num_shards)
-    ]
+    """Every shard the build's plan has (its name in the primary container), from its state alone."""
+    primary = state.parameters.containers()[0]
+    return [primary.shard_name(split, i, plan.num_shards) for split, plan in state.splits.items() for i in range(plan.num_shards)]
 
 
 def committed(out_dir: str, names: Sequence[str], fingerprint: str) -> tuple[dict[str, ShardResult], list[str]]:
@@ -145,8 +148,10 @@ def _sorted_out(out_dir: str, names: Sequence[str], fingerprint: str, present: d
     missing = []
     for name in names:
         record = records.get(name)
-        index_ok = record is None or record.index_file is None or record.index_file in present
-        if record is not None and record.fingerprint == fingerprint and present.get(name) == record.bytes and index_ok:
+        whole = record is not None and all(
+            file in present if size is None else present.get(file) == size for file, size in record.files().items()
+        )
+        if record is not None and record.fingerprint == fingerprint and whole:
             done[name] = record
         else:
             missing.append(name)

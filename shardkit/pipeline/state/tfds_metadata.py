@@ -17,6 +17,7 @@ from typing import Any
 
 from shardkit.features.base import TFDS, FeatureKind
 from shardkit.features.registry import of_entry
+from shardkit.formats.containers import registry
 from shardkit.output import layout
 from shardkit.output.manifest import Manifest
 from shardkit.storage import atomic, location
@@ -47,13 +48,16 @@ def write(out_dir: str, manifest: Manifest, durable: bool = True) -> list[str]:
         for name, info in manifest.splits.items()
         if info.shards
     ]
-    info = {
+    primary, *others = (registry.named(name).tfds_file_format for name in manifest.parameters.formats)
+    info: dict[str, Any] = {
         "name": "shardkit",
         "description": f"Built by shardkit: see {layout.MANIFEST}.",
-        "fileFormat": "tfrecord",
+        "fileFormat": primary,
         "splits": splits,
         "version": "1.0.0",
     }
+    if others:  # as_dataset reads the primary (TFRecord), as_data_source the ArrayRecord files
+        info["alternativeFileFormats"] = others
     atomic.write_json(location.join(out_dir, layout.DATASET_INFO), info, durable)
     atomic.write_json(
         location.join(out_dir, layout.FEATURES),

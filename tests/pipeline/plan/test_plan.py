@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from shardkit.output.layout import shard_name
+from shardkit.formats.containers.tfrecord_shards import TFRecordShards
 from shardkit.pipeline.plan.arithmetic import ShuffleKeys, default_entries_per_shard, record_seed, shard_bounds
 
 
@@ -54,8 +54,8 @@ def test_default_entries_per_shard_depends_on_the_data_alone(n: int, bytes_per_e
 
 
 def test_shard_names() -> None:
-    assert shard_name("train", 3, 12, None) == "train-00003-of-00012.tfrecord"
-    assert shard_name("val", 0, 1, "gzip") == "val-00000-of-00001.tfrecord.gz"
+    assert TFRecordShards().shard_name("train", 3, 12) == "train-00003-of-00012.tfrecord"
+    assert TFRecordShards("gzip").shard_name("val", 0, 1) == "val-00000-of-00001.tfrecord.gz"
 
 
 def test_record_seed_depends_on_identity_copy_and_seed_only() -> None:
