@@ -86,12 +86,16 @@ def index(paths: tuple[str, ...], workers: int | None, compression: str) -> None
     """Write NAME.idx beside existing TFRecord files (offset and length per record, for DALI and PyTorch).
 
     Every record's CRCs are checked on the way; each index is written atomically. Compressed
-    files cannot be indexed (readers seek in the uncompressed bytes).
+    files cannot be indexed (readers seek in the uncompressed bytes). ArrayRecord files carry
+    their own index: they are skipped, and said so.
     """
     import shardkit
     from shardkit.executors import default_workers
 
     reports = shardkit.write_idx_files(paths, workers or default_workers(), compression)
     for r in reports:
-        click.echo(f"OK      {r.index} ({plural(r.records, 'record')})" if r.problem is None else f"FAILED  {r.path}: {r.problem}")
+        if r.skipped is not None:
+            click.echo(f"SKIPPED {r.path}: {r.skipped}")
+        else:
+            click.echo(f"OK      {r.index} ({plural(r.records, 'record')})" if r.problem is None else f"FAILED  {r.path}: {r.problem}")
     sys.exit(0 if all(r.problem is None for r in reports) else 1)

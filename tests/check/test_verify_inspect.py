@@ -161,7 +161,7 @@ def test_hostile_files_each_get_one_clear_line(tmp_path: Path, monkeypatch: pyte
     assert problems["odd-types.tfrecord"].startswith("record 0 at byte 0: not a tf.train.Example")
     assert problems["gzip-named-plain.tfrecord"].startswith("GZIP-compressed, but the name does not end in .gz")
     assert report.problems == [
-        f"{tmp_path / 'empty-folder'}: no shard files in this folder (names containing .tfrecord, .tfrec, .tfrecords)",
+        f"{tmp_path / 'empty-folder'}: no shard files in this folder (names containing .tfrecord, .tfrec, .tfrecords, .array_record)",
         f"{tmp_path / 'missing.tfrecord'}: no such file or folder",
     ]
     assert not report.ok

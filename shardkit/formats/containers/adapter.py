@@ -108,7 +108,10 @@ class ShardContainer(abc.ABC):
         """This container for a build with TFRecord's settings given (``--compression``, ``--no-index``);
         a container they mean nothing to refuses a compression, in one line."""
         if compression is not None:
-            raise UsageError(f"--compression {compression} is TFRecord's: {cls.name} shards compress their own chunks; drop --compression")
+            raise UsageError(
+                f"--compression {compression} is TFRecord's: {cls.title} files are read at any record, so they are not gzipped; "
+                "drop --compression"
+            )
         return cls()
 
     @abc.abstractmethod

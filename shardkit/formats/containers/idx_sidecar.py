@@ -64,6 +64,7 @@ class IndexReport:
     records: int
     index: str | None  # the .idx written, or None
     problem: str | None = None
+    skipped: str | None = None  # why no index was needed (a container that indexes itself)
 
 
 def offsets(path: str, compression: str = "auto") -> tuple[ScanResult, list[tuple[int, int]]]:

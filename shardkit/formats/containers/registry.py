@@ -73,7 +73,7 @@ def write_indexes(paths: Sequence[str], workers: int = 1, compression: str = "au
     own = {path: of_file(path) for path in paths if of_file(path).indexes_itself}
     written = iter(idx_sidecar.write_idx_files([p for p in paths if p not in own], workers, compression))
     return [
-        IndexReport(path, 0, None, f"an {own[path].title} file carries its own index: nothing to write") if path in own else next(written)
+        IndexReport(path, 0, None, skipped=f"an {own[path].title} file carries its own index") if path in own else next(written)
         for path in paths
     ]
 
