@@ -35,7 +35,7 @@ from shardkit.pipeline.inputs.sources import PlanSource
 from shardkit.pipeline.plan import staged_rows
 from shardkit.pipeline.plan.plan_file import PlanSlice, block_entries, column_name, shard_blocks, table_columns
 from shardkit.pipeline.shard.fetch import Fetcher
-from shardkit.pipeline.shard.records import Stats, file_label
+from shardkit.pipeline.shard.stats import Stats, file_label
 from shardkit.storage import location
 from shardkit.storage.boundary import Boundary
 
@@ -233,7 +233,7 @@ def _kept(values: list[Any], keep: list[bool]) -> list[Any]:
 
 def _made(spec: FeatureSpec, data: bytes, value: Any) -> Any:
     """A record's file as its kind's ``batch_columns`` takes it; a problem names the feature and
-    file (as ``records.naming`` does: not a context manager, whose cost a tiny file's record felt)."""
+    file (as ``stats.naming`` does: not a context manager, whose cost a tiny file's record felt)."""
     try:
         return spec.kind.batch_file(spec, data, spec.kind.stored(spec, data))
     except ImageProblem as exc:
