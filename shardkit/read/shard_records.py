@@ -1,0 +1,127 @@
+"""Record bytes by (shard, position): the one seam between ``ShardReader`` and a shard container.
+
+``ShardRecords`` is all the reader asks of a split's shards: how many records each holds, and
+record ``position`` of shard ``shard`` as its serialized Example. ``IndexedTFRecords`` answers
+for TFRecord shards through their ``.idx`` files (one seek and one read a record, both CRCs
+compared); a container with its own index (ArrayRecord) answers through its own reader.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from shardkit.errors import CorruptShardError, ShardkitError
+from shardkit.formats.idx_sidecar import parse_index, read_index
+from shardkit.formats.tfrecord_io import FOOTER_SIZE, HEADER_SIZE, masked_crc
+from shardkit.output import layout
+from shardkit.output.manifest import ShardEntry
+from shardkit.storage import location
+
+_LENGTH_AND_CRC = struct.Struct("<QI")
+_CRC = struct.Struct("<I")
+
+
+class ShardRecords(Protocol):
+    """A split's shards, read by record number; safe to call from threads, and picklable."""
+
+    counts: list[int]  # records in each shard, in the manifest's order
+
+    def record(self, shard: int, position: int) -> bytes:
+        """The serialized Example at ``position`` of shard ``shard``, checked."""
+        ...
+
+    def close(self) -> None:
+        """Let go of open files (a later read opens them again)."""
+        ...
+
+
+class IndexedTFRecords:
+    """TFRecord shards read through their ``.idx`` files.
+
+    Local files are read with ``os.pread`` (no shared file position: threads share a descriptor),
+    each opened on first use in each process (a forked or unpickled copy opens its own). On a
+    bucket the indexes are fetched at once and each record is one ranged read.
+    """
+
+    def __init__(self, out: str, shards: Sequence[ShardEntry]) -> None:
+        self._remote = location.is_url(out)
+        where = [(shard, location.join(out, shard.name), _index_path(out, shard)) for shard in shards]
+        fetched = location.read_many([index for _, _, index in where]) if self._remote else {}  # every index at once
+        self._paths: list[str] = []
+        self._entries: list[list[tuple[int, int]]] = []
+        self._sizes: list[int] = []  # the manifest's byte counts: a stale index never reads past an object's end
+        for shard, path, index_path in where:
+            if self._remote:
+                entries = _parse_fetched(index_path, fetched[index_path], f"{path}: no index object ({_index_hint(out, shard)})")
+            else:
+                if not os.path.exists(index_path):
+                    raise ShardkitError(f"{path}: no index file ({_index_hint(out, shard)})")
+                entries = read_index(index_path)
+            if len(entries) != shard.records:
+                raise ShardkitError(f"{layout.index_name(path)}: lists {len(entries)} records, the manifest says {shard.records}")
+            self._paths.append(path)
+            self._entries.append(entries)
+            self._sizes.append(shard.bytes)
+        self.counts = [len(entries) for entries in self._entries]
+        self._fds: list[int | None] = [None] * len(self._paths)
+        self._pid = os.getpid()
+
+    def record(self, shard: int, position: int) -> bytes:
+        offset, length = self._entries[shard][position]
+        if self._remote:  # the filesystem's client is safe from threads
+            end = offset + length
+            framed = location.read_bytes(self._paths[shard], offset, end) if 0 <= offset < end <= self._sizes[shard] else b""
+        else:
+            framed = os.pread(self._fd(shard), length, offset)
+        if len(framed) != length or length < HEADER_SIZE + FOOTER_SIZE:
+            raise CorruptShardError(self._paths[shard], "record runs past the end of the file (stale index?)", position, offset)
+        data_length, length_crc = _LENGTH_AND_CRC.unpack_from(framed)
+        if HEADER_SIZE + data_length + FOOTER_SIZE != length or masked_crc(framed[:8]) != length_crc:
+            raise CorruptShardError(self._paths[shard], "the index does not point at a record here (stale index?)", position, offset)
+        data = memoryview(framed)[HEADER_SIZE : HEADER_SIZE + data_length]
+        if masked_crc(data) != _CRC.unpack_from(framed, HEADER_SIZE + data_length)[0]:
+            raise CorruptShardError(self._paths[shard], "data CRC mismatch", position, offset)
+        return bytes(data)
+
+    def _fd(self, shard: int) -> int:
+        if self._pid != os.getpid():  # forked into a worker: the parent's descriptors are not this process's to share
+            self._fds, self._pid = [None] * len(self._paths), os.getpid()
+        fd = self._fds[shard]
+        if fd is None:
+            fd = os.open(self._paths[shard], os.O_RDONLY)
+            if self._fds[shard] is None:
+                self._fds[shard] = fd
+            else:  # another thread opened it first
+                os.close(fd)
+                fd = self._fds[shard]
+        return int(fd)  # type: ignore[arg-type]
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_fds": [None] * len(self._paths)}
+
+    def close(self) -> None:
+        fds, self._fds = self._fds, [None] * len(self._paths)
+        for fd in fds:
+            if fd is not None and self._pid == os.getpid():
+                os.close(fd)
+
+
+def _index_hint(out: str, shard: ShardEntry) -> str:
+    return "GZIP shards cannot be indexed" if shard.name.endswith(".gz") else f"run: shardkit index {out}"
+
+
+def _index_path(out: str, shard: ShardEntry) -> str:
+    """The index the manifest lists, or where ``shardkit index`` writes one for a shard built without."""
+    return location.join(out, shard.index or layout.index_name(shard.name))
+
+
+def _parse_fetched(index_path: str, data: bytes | None, missing: str) -> list[tuple[int, int]]:
+    if data is None:
+        raise ShardkitError(missing)
+    try:
+        return parse_index(index_path, data.decode("ascii").splitlines())
+    except UnicodeDecodeError as exc:
+        raise ShardkitError(f"{index_path}: cannot read the index: {exc}") from None
