@@ -4,9 +4,11 @@
     ds = ShardReader("shards/", "train")            # a plain sequence: len(ds), ds[i], ds[a:b]
     record = ds[1234]                               # {"image": b"...", "image/height": 240, ...}
     loader = torch.utils.data.DataLoader(ds, batch_size=32, shuffle=True, num_workers=4)
+    train = grain.MapDataset.source(ds).shuffle(seed=0).batch(32)   # a global shuffle, in Grain
 
-Record ``i`` is found through the split's ``.idx`` files (one seek, one read), its CRCs are
-checked, and the Example is decoded with the manifest schema: scalars as Python numbers, fixed
+Record ``i`` is read through ``read.shard_records`` (TFRecord: the split's ``.idx`` files, one
+seek and one read, both CRCs compared), and the Example is decoded in one pass
+(``formats.example_decoder``) with the manifest schema: scalars as Python numbers, fixed
 lists and ragged lists as numpy arrays, strings as ``str``; images as bytes or, with
 ``decode_images=True``, as uint8 arrays. An objects feature ``P`` adds ``P/boxes`` ((N, 4)
 float32, ymin, xmin, ymax, xmax) and ``P/classes`` ((N,) int64, places in the class list), and
@@ -30,7 +32,7 @@ from shardkit.features.registry import of_entry
 from shardkit.formats.example_decoder import ExampleDecoder
 from shardkit.formats.example_proto import BYTES, FLOAT, INT64, DecodeError, Dtype
 from shardkit.output.found import load_output
-from shardkit.read.shard_records import IndexedTFRecords, ShardRecords
+from shardkit.read.shard_records import ShardRecords, open_shards
 
 
 class ShardReader:
@@ -52,7 +54,7 @@ class ShardReader:
         self._lead = next((f["key"] for f in manifest.schema if of_entry(f).leads), None)
         singles = {key: want for key, entry in self.schema.items() if (want := _single(entry, decode_images)) is not None}
         self._decoder = ExampleDecoder(singles)
-        self._records: ShardRecords = IndexedTFRecords(out, manifest.splits[split].shards)
+        self._records: ShardRecords = open_shards(out, manifest.splits[split].shards)
         self._starts = [0]
         for count in self._records.counts:
             self._starts.append(self._starts[-1] + count)

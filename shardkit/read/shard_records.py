@@ -38,6 +38,12 @@ class ShardRecords(Protocol):
         ...
 
 
+def open_shards(out: str, shards: Sequence[ShardEntry]) -> ShardRecords:
+    """The records of a split's shards, read by their container: TFRecord, the only one a manifest names
+    today (where it names each split's format, that picks the reader here)."""
+    return IndexedTFRecords(out, shards)
+
+
 class IndexedTFRecords:
     """TFRecord shards read through their ``.idx`` files.
 
@@ -66,7 +72,7 @@ class IndexedTFRecords:
             self._entries.append(entries)
             self._sizes.append(shard.bytes)
         self.counts = [len(entries) for entries in self._entries]
-        self._fds: list[int | None] = [None] * len(self._paths)
+        self._fds: dict[int, int] = {}  # shard -> descriptor, opened on first use
         self._pid = os.getpid()
 
     def record(self, shard: int, position: int) -> bytes:
@@ -88,24 +94,22 @@ class IndexedTFRecords:
 
     def _fd(self, shard: int) -> int:
         if self._pid != os.getpid():  # forked into a worker: the parent's descriptors are not this process's to share
-            self._fds, self._pid = [None] * len(self._paths), os.getpid()
-        fd = self._fds[shard]
+            self._fds, self._pid = {}, os.getpid()
+        fd = self._fds.get(shard)
         if fd is None:
-            fd = os.open(self._paths[shard], os.O_RDONLY)
-            if self._fds[shard] is None:
-                self._fds[shard] = fd
-            else:  # another thread opened it first
-                os.close(fd)
-                fd = self._fds[shard]
-        return int(fd)  # type: ignore[arg-type]
+            opened = os.open(self._paths[shard], os.O_RDONLY)
+            fd = self._fds.setdefault(shard, opened)  # one step: of two threads opening it at once, one keeps its own
+            if fd != opened:
+                os.close(opened)
+        return fd
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_fds": [None] * len(self._paths)}
+        return {**self.__dict__, "_fds": {}}
 
     def close(self) -> None:
-        fds, self._fds = self._fds, [None] * len(self._paths)
-        for fd in fds:
-            if fd is not None and self._pid == os.getpid():
+        fds, self._fds = self._fds, {}
+        if self._pid == os.getpid():
+            for fd in fds.values():
                 os.close(fd)
 
 
