@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import importlib
 import pkgutil
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -297,3 +298,37 @@ def test_one_module_names_the_files_in_out() -> None:
                 if found:
                     spelled.setdefault(module, set()).update(found)
     assert not spelled, f"name these through shardkit.output.layout: {spelled}"
+
+
+CONTAINERS = "shardkit.formats.containers"
+# What only a container's own modules know: TFRecord's framing, walk, .idx and writer, and its names.
+CONTAINER_MODULES = {f"{CONTAINERS}.{m}" for m in ("tfrecord_io", "tfrecord_scan", "idx_sidecar", "masked_crc")}
+CONTAINER_NAMES = ("RecordWriter", "frame_batch", "masked_crc", "HEADER_SIZE", "FOOTER_SIZE")
+CONTAINER_SPELLINGS = (".tfrecord", ".idx", ".array_record")
+
+
+def _code_strings(module: str) -> set[str]:
+    """The string constants in a module's code: docstrings and the CLI's ``help=`` texts aside."""
+    tree = ast.parse(_source(module))
+    prose = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    prose |= {id(n) for node in ast.walk(tree) if isinstance(node, ast.keyword) and node.arg == "help" for n in ast.walk(node.value)}
+    return {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in prose}
+
+
+def test_only_the_containers_frame_walk_or_name_shard_files() -> None:
+    """Outside ``formats/containers/`` no module imports TFRecord's framing, walk or ``.idx``
+    modules, names its writer or framing, or spells a container's suffix: it asks an adapter."""
+    outside = sorted(m for m in MODULES if not m.startswith(CONTAINERS))
+    importing = {m: sorted(shardkit_imports(m) & CONTAINER_MODULES) for m in outside if shardkit_imports(m) & CONTAINER_MODULES}
+    assert not importing, f"ask formats.containers' adapters (registry, adapter) instead: {importing}"
+    naming = {m: sorted(n for n in CONTAINER_NAMES if re.search(rf"\b{n}\b", _source(m))) for m in outside}
+    assert not {m: n for m, n in naming.items() if n}, "TFRecord's writer and framing are its adapter's"
+    spelled = {m: sorted(s for s in CONTAINER_SPELLINGS if any(s in text for text in _code_strings(m))) for m in outside}
+    assert not {m: s for m, s in spelled.items() if s}, "a container's file names are its adapter's"

@@ -1,16 +1,15 @@
 """What every kind of feature answers, and the parsed config entry of one feature.
 
-A kind of feature (an image, a mask, a class label, numbers, text, a file's bytes) is one class,
-registered by name in ``features.registry``. The build, the checkers, the readers and the
-previews ask each feature's kind, never branch on it. The defaults here serve a feature with one
-value per record that reads no file; a kind overrides what it does differently.
+A kind of feature (an image, a mask, a class label, numbers, text, a file's bytes) is one class, registered by name in
+``features.registry``. The build, the checkers, the readers and the previews ask each feature's kind, never branch on
+it. The defaults here serve a feature with one value per record that reads no file; a kind overrides what it does differently.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, Literal, Protocol, TypeVar
 
 import numpy as np
 
@@ -106,14 +105,11 @@ def int_in(value: object, path: str, lo: int, hi: int, source: str | None) -> in
 
 def length_shape(lo: int, hi: int) -> dict[str, Any]:
     """A schema entry's shape from the shortest and longest value list the records had."""
-    if lo == hi:
-        return {"shape": [] if lo == 1 else [lo]}
-    return {"shape": None, "ragged": True, "min_length": lo, "max_length": hi}
+    return {"shape": [] if lo == 1 else [lo]} if lo == hi else {"shape": None, "ragged": True, "min_length": lo, "max_length": hi}
 
 
 class FeatureKind:
     """The interface of a kind of feature, with the behaviour of a one-value feature that reads no file.
-
     Kinds hold no state: one instance per kind, equal to any other instance of its class (a
     ``FeatureSpec`` pickled to a worker compares equal to the parent's).
     """
@@ -338,6 +334,10 @@ class FeatureKind:
     def python_value(self, entry: Mapping[str, Any], values: Any, decode_images: bool) -> Any:
         """The feature as ``ShardReader`` gives it: one value where the schema says one, else a list."""
         return values[0] if entry.get("shape") == [] and len(values) == 1 else list(values)
+
+    def python_single(self, entry: Mapping[str, Any], decode_images: bool) -> Literal["value", "text"] | None:
+        """Where ``python_value`` gives one value of the wire type as itself ("value") or its UTF-8 text ("text"): ShardReader skips it."""
+        return "value" if entry.get("shape") == [] and type(self).python_value is FeatureKind.python_value else None
 
     def decoded_size(self, key: str, features: Mapping[str, tuple[str, list[Any]]]) -> tuple[int, int] | None:
         """``verify --deep``: (width, height) of the stored picture, checked against its size

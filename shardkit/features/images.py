@@ -12,7 +12,7 @@ import functools
 import hashlib
 import io
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -169,6 +169,9 @@ class PictureKind(FileKind):
                 target = "RGBA" if im.mode == "P" and "transparency" in im.info else _AS_DECODED[im.mode]
                 return np.asarray(im.convert(target))
             return np.asarray(im).astype(np.uint8) if im.mode == "1" else np.asarray(im)
+
+    def python_single(self, entry: Mapping[str, Any], decode_images: bool) -> Literal["value", "text"] | None:
+        return None if decode_images else "value" if entry.get("shape") == [] else None
 
     def decoded_size(self, key: str, features: Mapping[str, tuple[str, list[Any]]]) -> tuple[int, int] | None:
         data = features[key][1][0]

@@ -7,7 +7,7 @@ The list is the config's ``classes``, or the sorted names the inputs hold; the m
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -105,6 +105,9 @@ class ClassNameKind(FeatureKind):
     def python_value(self, entry: Mapping[str, Any], values: Any, decode_images: bool) -> Any:
         array = np.asarray(values, dtype=np.int64)
         return array[0].item() if entry.get("shape") == [] and array.size == 1 else array
+
+    def python_single(self, entry: Mapping[str, Any], decode_images: bool) -> Literal["value", "text"] | None:
+        return "value" if entry.get("shape") == [] else None
 
     def caption(self, values: list[Any], classes: list[str] | tuple[str, ...] | None) -> str | None:
         return str((classes or ())[values[0]])

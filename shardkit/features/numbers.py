@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -112,6 +112,10 @@ class NumberKind(FeatureKind):
     def python_value(self, entry: Mapping[str, Any], values: Any, decode_images: bool) -> Any:
         array = np.asarray(values, dtype=self.numpy_dtype)
         return array[0].item() if entry.get("shape") == [] and array.size == 1 else array
+
+    def python_single(self, entry: Mapping[str, Any], decode_images: bool) -> Literal["value", "text"] | None:
+        exact = {"int64": np.int64, "float": np.float32}[self.wire] is self.numpy_dtype  # .item() gives the wire's value back
+        return "value" if exact and entry.get("shape") == [] else None
 
 
 class Int64Kind(NumberKind):

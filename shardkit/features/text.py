@@ -4,7 +4,7 @@ of them where the input holds a list (a table's ``list<string>``), its lengths i
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -93,3 +93,6 @@ class StringKind(FeatureKind):
     def python_value(self, entry: Mapping[str, Any], values: Any, decode_images: bool) -> Any:
         texts = [v.decode("utf-8") for v in values]
         return texts[0] if entry.get("shape") == [] and len(texts) == 1 else texts
+
+    def python_single(self, entry: Mapping[str, Any], decode_images: bool) -> Literal["value", "text"] | None:
+        return "text" if entry.get("shape") == [] else None

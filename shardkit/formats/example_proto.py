@@ -142,7 +142,8 @@ class DecodeError(ValueError):
     """The bytes are not a well-formed ``tf.train.Example``."""
 
 
-def _read_varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+def read_varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+    """The varint at ``buf[pos]`` (its low 64 bits, as protobuf keeps them) and the position after it."""
     result = 0
     shift = 0
     while True:
@@ -160,15 +161,15 @@ def fields(buf: bytes, pos: int, end: int) -> list[tuple[int, int, int | tuple[i
     """Split a message into (field, wire type, value or (start, end) for length-delimited)."""
     out: list[tuple[int, int, int | tuple[int, int]]] = []
     while pos < end:
-        tag, pos = _read_varint(buf, pos, end)
+        tag, pos = read_varint(buf, pos, end)
         field, wire = tag >> 3, tag & 7
         if field == 0:
             raise DecodeError("field number 0")
         if wire == 0:
-            value, pos = _read_varint(buf, pos, end)
+            value, pos = read_varint(buf, pos, end)
             out.append((field, wire, value))
         elif wire == 2:
-            length, pos = _read_varint(buf, pos, end)
+            length, pos = read_varint(buf, pos, end)
             if pos + length > end:
                 raise DecodeError("length-delimited field runs past its message")
             out.append((field, wire, (pos, pos + length)))
@@ -221,7 +222,7 @@ def _decode_list(buf: bytes, dtype: Dtype, start: int, end: int) -> list[bytes] 
         if wire == 2 and isinstance(val, tuple):
             pos = val[0]
             while pos < val[1]:
-                v, pos = _read_varint(buf, pos, val[1])
+                v, pos = read_varint(buf, pos, val[1])
                 ints.append(v - (1 << 64) if v >= 1 << 63 else v)
         elif wire == 0 and isinstance(val, int):
             ints.append(val - (1 << 64) if val >= 1 << 63 else val)

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Callable
-from typing import ClassVar
+from collections.abc import Callable, Sequence
+from typing import ClassVar, Protocol
 
 import pyarrow as pa
 
@@ -59,6 +59,31 @@ class WrittenFile:
     size: int  # bytes
     crc32c: str  # of the file's bytes, hex
     sidecar: bytes | None = None  # what goes beside it (``sidecar_name``), when the container keeps one
+
+
+@dataclasses.dataclass(frozen=True)
+class StoredShard:
+    """One shard file as a reader finds it: where it is, what the manifest says it holds, its sidecar."""
+
+    path: str
+    records: int
+    bytes: int
+    sidecar: str | None = None  # the sidecar the manifest lists beside it (a path), if any
+
+
+class RecordReader(Protocol):
+    """A split's shards in one container, read by record number; safe from threads, and picklable
+    (each process opens its own files)."""
+
+    counts: list[int]  # records in each shard, in order
+
+    def record(self, shard: int, position: int) -> bytes:
+        """The serialized Example at ``position`` of shard ``shard``, checked."""
+        ...
+
+    def close(self) -> None:
+        """Let go of open files (a later read opens them again)."""
+        ...
 
 
 class ShardWriter(abc.ABC):
@@ -142,6 +167,11 @@ class ShardContainer(abc.ABC):
         """``walk`` with checksum, and what else this container knows is wrong with a file the walk
         found whole: its name, its sidecar ``sidecar`` (a path beside it). ``verify`` asks this."""
         return self.walk(path, on_record), None
+
+    @abc.abstractmethod
+    def open_records(self, out: str, shards: Sequence[StoredShard]) -> RecordReader:
+        """Random access to ``shards`` (a split's, in OUT ``out``); a ``ShardkitError`` saying what
+        to do where this container cannot read them that way (no ``.idx``, GZIP)."""
 
     @abc.abstractmethod
     def walk(

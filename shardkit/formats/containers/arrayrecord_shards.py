@@ -14,14 +14,23 @@ import dataclasses
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import ClassVar
 
 import pyarrow as pa
 
 from shardkit.errors import ShardkitError, WriteError
 from shardkit.formats.containers import arrayrecord_io
-from shardkit.formats.containers.adapter import OnFrame, OnRecord, ScanResult, ShardContainer, ShardWriter, WrittenFile
+from shardkit.formats.containers.adapter import (
+    OnFrame,
+    OnRecord,
+    RecordReader,
+    ScanResult,
+    ShardContainer,
+    ShardWriter,
+    StoredShard,
+    WrittenFile,
+)
 from shardkit.storage import location
 
 
@@ -49,6 +58,14 @@ class ArrayRecordShards(ShardContainer):
 
     def writer_options(self) -> str | None:
         return self.options
+
+    def open_records(self, out: str, shards: Sequence[StoredShard]) -> RecordReader:
+        if location.is_url(out):
+            raise ShardkitError(
+                f"{out}: ArrayRecord shards are read at random from a local disk only (array_record reads local files): "
+                "copy the folder to a local disk, or build with --format tfrecord,arrayrecord to read the TFRecord twins here"
+            )
+        return _ArrayRecords(shards)
 
     def open_writer(self, temp: str, final: str) -> ShardWriter:
         return _Writer(temp, final, self.options)
@@ -83,6 +100,21 @@ def _local(path: str) -> Iterator[str]:
         yield copy
     finally:
         os.unlink(copy)
+
+
+class _ArrayRecords:
+    """A split's ArrayRecord shards, one lazily opened reader each (each process opens its own)."""
+
+    def __init__(self, shards: Sequence[StoredShard]) -> None:
+        self._files = [arrayrecord_io.RecordFileReader(shard.path) for shard in shards]
+        self.counts = [shard.records for shard in shards]
+
+    def record(self, shard: int, position: int) -> bytes:
+        return self._files[shard].read([position])[0]
+
+    def close(self) -> None:
+        for reader in self._files:
+            reader.close()
 
 
 class _Writer(ShardWriter):

@@ -11,15 +11,26 @@ import contextlib
 import dataclasses
 import gzip
 import os
+from collections.abc import Sequence
 from typing import BinaryIO, ClassVar, cast
 
 import pyarrow as pa
 
 from shardkit.errors import ShardkitError, WriteError
 from shardkit.formats.containers import tfrecord_scan
-from shardkit.formats.containers.adapter import OnFrame, OnRecord, ScanResult, ShardContainer, ShardWriter, WrittenFile
+from shardkit.formats.containers.adapter import (
+    OnFrame,
+    OnRecord,
+    RecordReader,
+    ScanResult,
+    ShardContainer,
+    ShardWriter,
+    StoredShard,
+    WrittenFile,
+)
 from shardkit.formats.containers.idx_sidecar import INDEX_SUFFIX, flat_index_text, index_text
 from shardkit.formats.containers.tfrecord_io import RecordWriter, file_crc32c, frame_batch
+from shardkit.formats.containers.tfrecord_reads import IndexedTFRecords
 from shardkit.storage import atomic, location
 
 SUFFIX = ".tfrecord"
@@ -84,6 +95,9 @@ class TFRecordShards(ShardContainer):
         if found == "none" and named_gz:
             return "named .gz but not compressed: TensorFlow's compression_type='GZIP' would fail on it"
         return None
+
+    def open_records(self, out: str, shards: Sequence[StoredShard]) -> RecordReader:
+        return IndexedTFRecords(out, shards)
 
     def open_writer(self, temp: str, final: str) -> ShardWriter:
         return _Writer(temp, final, self.compression, index=self.sidecar_name(final) is not None)
