@@ -14,9 +14,8 @@ import pytest
 from tests.tfread import raw_records, spec_from_manifest
 
 SUFFIX = ".array_record"
-needs_array_record = pytest.mark.skipif(
-    importlib.util.find_spec("array_record") is None, reason="array-record is the arrayrecord extra (Python >= 3.11)"
-)
+has_array_record = importlib.util.find_spec("array_record") is not None
+needs_array_record = pytest.mark.skipif(not has_array_record, reason="array-record is the arrayrecord extra (Python >= 3.11)")
 
 
 def case(*values: str) -> Any:
