@@ -180,20 +180,24 @@ def test_worker_count_and_start_method_do_not_change_records(seg_data: Path, tmp
         assert_twins(str(tmp_path / "pool"))
 
 
-def test_resume_keeps_finished_shards_and_rebuilds_the_rest(seg_data: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("formats, damaged", [case("tfrecord", ".tfrecord"), case("tfrecord,arrayrecord", ".array_record")])
+def test_resume_keeps_finished_shards_and_rebuilds_the_rest(seg_data: Path, tmp_path: Path, formats: str, damaged: str) -> None:
+    """With both containers, a shard whose ArrayRecord file is lost or damaged is rebuilt, its TFRecord file whole or not."""
     out = tmp_path / "out"
-    args: dict[str, Any] = {"config": parse_config(SEG_CONFIG), "records_per_shard": 4, "progress": False, "workers": 1}
+    args: dict[str, Any] = {"config": parse_config(SEG_CONFIG), "records_per_shard": 4, "progress": False, "workers": 1, "format": formats}
     first = shardkit.build([seg_data], out, **args)
     assert (first.shards_built, first.shards_reused) == (8, 0)
     reference = {s: raw_records(str(out), s) for s in ("train", "val")}
-    (out / "train-00002-of-00006.tfrecord").unlink()  # lost shard
-    with open(out / "val-00001-of-00002.tfrecord", "ab") as f:
+    files = shard_bytes(str(out))
+    (out / f"train-00002-of-00006{damaged}").unlink()  # lost shard
+    with open(out / f"val-00001-of-00002{damaged}", "ab") as f:
         f.write(b"junk")  # wrong size: rebuilt
-    (out / ".train-00004-of-00006.tfrecord.incomplete-deadbeef").write_bytes(b"half")  # a crashed writer's temp file
+    (out / f".train-00004-of-00006{damaged}.incomplete-deadbeef").write_bytes(b"half")  # a crashed writer's temp file
     (out / "manifest.json").unlink()
     again = shardkit.build([seg_data], out, **args)
     assert (again.shards_built, again.shards_reused) == (2, 6)
     assert {s: raw_records(str(out), s) for s in ("train", "val")} == reference
+    assert shard_bytes(str(out)) == files
     assert not list(out.glob(".*incomplete*"))
     assert again.manifest is not None and first.manifest is not None and again.manifest.splits == first.manifest.splits
     third = shardkit.build([seg_data], out, **args)
