@@ -48,7 +48,7 @@ def _cli(store: Store, *args: str, **kwargs: object) -> subprocess.CompletedProc
 
 
 @pytest.mark.parametrize("formats", [case("tfrecord"), case(BOTH)])
-def test_build_into_a_bucket_equals_the_local_build(seg_data: Path, bucket: str, tmp_path: Path, formats: str) -> None:
+def test_build_into_a_bucket_equals_the_local_build(seg_data: Path, store: Store, bucket: str, tmp_path: Path, formats: str) -> None:
     local = shardkit.build([seg_data], tmp_path / "local", format=formats, **SEG_OPTIONS)  # type: ignore[arg-type]
     remote = shardkit.build([seg_data], f"{bucket}/out", format=formats, **SEG_OPTIONS)  # type: ignore[arg-type]
     assert remote.out_dir == f"{bucket}/out"
@@ -62,7 +62,8 @@ def test_build_into_a_bucket_equals_the_local_build(seg_data: Path, bucket: str,
     assert not [n for n in objects if "incomplete" in n]  # nothing unfinished is ever an object
     if formats == BOTH:
         assert_twins(str(tmp_path / "local"))  # and so the objects hold the TFRecord records too
-        assert shardkit.verify([f"{bucket}/out"]).ok  # each .array_record object walked and checked against the manifest
+        checked = _cli(store, "verify", f"{bucket}/out")  # each .array_record object walked and checked against the manifest
+        assert checked.returncode == 0 and "8 files" in checked.stdout, checked.stdout + checked.stderr
         twin = f"{bucket}/out/train-00001-of-00003.array_record"
         damaged = bytearray(objects["train-00001-of-00003.array_record"])
         damaged[1000] ^= 0x01  # a bit of the first record's chunk
