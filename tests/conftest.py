@@ -64,6 +64,15 @@ def augmented_reference(augmented: Path, tmp_path_factory: pytest.TempPathFactor
     return out
 
 
+@pytest.fixture(scope="session")
+def augmented_reference_both(augmented: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``augmented_reference`` built with ``--format tfrecord,arrayrecord``: the ArrayRecord files a stopped build must end with."""
+    out = tmp_path_factory.mktemp("augmented-reference-both") / "out"
+    config = str(augmented / "config.yaml")
+    shardkit.build([augmented], out, config=config, records_per_shard=8, workers=2, seed=11, progress=False, format="tfrecord,arrayrecord")
+    return out
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test that needs a local object store server is a bucket test, however it asks for one."""
     for item in items:

@@ -16,6 +16,7 @@ import pytest
 
 import shardkit
 from shardkit.storage import location
+from tests.arread import assert_twins, case, needs_array_record
 from tests.leftovers import private_tmpdir
 from tests.object_stores import Store
 
@@ -29,12 +30,16 @@ def _objects(url: str) -> dict[str, bytes]:
     return {n: data[f"{url}/{n}"] or b"" for n in names}
 
 
+SHARD_MARKERS = (".tfrecord", ".array_record")
+BOTH = "tfrecord,arrayrecord"  # one build writes both containers: every shard is a .tfrecord and an .array_record
+
+
 def _shards(folder: dict[str, bytes]) -> dict[str, bytes]:
-    return {n: b for n, b in folder.items() if "/" not in n and ".tfrecord" in n}
+    return {n: b for n, b in folder.items() if "/" not in n and any(m in n for m in SHARD_MARKERS)}
 
 
 def _local_files(out: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in out.iterdir() if p.is_file() and ".tfrecord" in p.name}
+    return {p.name: p.read_bytes() for p in out.iterdir() if p.is_file() and any(m in p.name for m in SHARD_MARKERS)}
 
 
 def _cli(store: Store, *args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
@@ -42,19 +47,32 @@ def _cli(store: Store, *args: str, **kwargs: object) -> subprocess.CompletedProc
     return subprocess.run([sys.executable, "-m", "shardkit.cli", *args], capture_output=True, text=True, env=env, timeout=300, **kwargs)  # type: ignore[call-overload, no-any-return]
 
 
-def test_build_into_a_bucket_equals_the_local_build(seg_data: Path, bucket: str, tmp_path: Path) -> None:
-    local = shardkit.build([seg_data], tmp_path / "local", **SEG_OPTIONS)  # type: ignore[arg-type]
-    remote = shardkit.build([seg_data], f"{bucket}/out", **SEG_OPTIONS)  # type: ignore[arg-type]
+@pytest.mark.parametrize("formats", [case("tfrecord"), case(BOTH)])
+def test_build_into_a_bucket_equals_the_local_build(seg_data: Path, store: Store, bucket: str, tmp_path: Path, formats: str) -> None:
+    local = shardkit.build([seg_data], tmp_path / "local", format=formats, **SEG_OPTIONS)  # type: ignore[arg-type]
+    remote = shardkit.build([seg_data], f"{bucket}/out", format=formats, **SEG_OPTIONS)  # type: ignore[arg-type]
     assert remote.out_dir == f"{bucket}/out"
     assert remote.shards_built == local.shards_built == 4
     objects = _objects(f"{bucket}/out")
-    assert _shards(objects) == _local_files(tmp_path / "local")  # byte for byte: shards and .idx files
+    assert _shards(objects) == _local_files(tmp_path / "local")  # byte for byte: shards (each container's) and .idx files
+    assert len([n for n in _shards(objects) if n.endswith(".array_record")]) == (4 if formats == BOTH else 0)
     manifest = json.loads(objects["manifest.json"])
     assert local.manifest is not None and manifest["splits"] == local.manifest.to_dict()["splits"]
     assert {"dataset_info.json", "features.json", ".shardkit/build.json"} <= set(objects)
     assert not [n for n in objects if "incomplete" in n]  # nothing unfinished is ever an object
+    if formats == BOTH:
+        assert_twins(str(tmp_path / "local"))  # and so the objects hold the TFRecord records too
+        checked = _cli(store, "verify", f"{bucket}/out")  # each .array_record object walked and checked against the manifest
+        assert checked.returncode == 0 and "8 files" in checked.stdout, checked.stdout + checked.stderr
+        twin = f"{bucket}/out/train-00001-of-00003.array_record"
+        damaged = bytearray(objects["train-00001-of-00003.array_record"])
+        damaged[1000] ^= 0x01  # a bit of the first record's chunk
+        location.put_bytes(twin, bytes(damaged))
+        [bad] = [f for f in shardkit.verify([f"{bucket}/out"]).files if not f.ok]
+        assert bad.path == twin
+        location.put_bytes(twin, objects["train-00001-of-00003.array_record"])
 
-    again = shardkit.build([seg_data], f"{bucket}/out", **SEG_OPTIONS)  # type: ignore[arg-type]
+    again = shardkit.build([seg_data], f"{bucket}/out", format=formats, **SEG_OPTIONS)  # type: ignore[arg-type]
     assert (again.shards_built, again.shards_reused) == (0, 4)
     assert not location.exists(f"{bucket}/out/.shardkit/lock")  # released
 
@@ -178,14 +196,16 @@ def test_the_heartbeat_refreshes_the_lock_and_stops_when_taken_over(bucket: str)
 
 
 @pytest.mark.slow
+@needs_array_record
 def test_kill_9_mid_build_then_resume_gives_the_records_of_an_uninterrupted_build(
-    augmented: Path, augmented_reference: Path, store: Store, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    augmented: Path, augmented_reference_both: Path, store: Store, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Both containers: each shard is two objects (.tfrecord and .array_record), each uploaded whole from its staged file."""
     import tempfile
 
     out = f"{bucket}/out"
     command = [sys.executable, "-m", "shardkit.cli", "build", str(augmented), "-o", out, "-c", str(augmented / "config.yaml"),
-               "--records-per-shard", "8", "-w", "2", "--seed", "11", "-q"]  # fmt: skip
+               "--records-per-shard", "8", "-w", "2", "--seed", "11", "--format", BOTH, "-q"]  # fmt: skip
     tmpdir = tmp_path / "tmpdir"  # the build's and the resume's: where the shards are staged
     proc = subprocess.Popen(
         command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -202,55 +222,72 @@ def test_kill_9_mid_build_then_resume_gives_the_records_of_an_uninterrupted_buil
 
     assert not location.exists(f"{out}/manifest.json")
     committed = set(location.listdir(records))
-    shards = {n for n in location.listdir(out) if n.endswith(".tfrecord")}
-    assert {f"{n}.json" for n in shards} >= committed  # a record is never there without its shard
+    present = location.sizes(out)
+    for name in committed:  # a record is never there without its shard, each of its files whole: the size it records
+        record = json.loads(location.read_bytes(f"{records}/{name}"))
+        [twin] = record["twins"]
+        assert (present[record["name"]], present[twin["name"]]) == (record["bytes"], twin["bytes"])
     staging = tmpdir / f"shardkit-staging-{os.getuid()}"
     assert staging.is_dir()  # this build's staging folder, with the temp shards the kill cut short (if it met one)
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmpdir))
     result = shardkit.build(
-        [augmented], out, config=str(augmented / "config.yaml"), records_per_shard=8, workers=2, seed=11, progress=False
+        [augmented], out, config=str(augmented / "config.yaml"), records_per_shard=8, workers=2, seed=11, progress=False, format=BOTH
     )  # the lock object of the killed build: its holder ran here and is gone, so it is taken at once
     assert result.shards_reused == len(committed)
     assert result.shards_built + result.shards_reused == 25
-    assert _shards(_objects(out)) == _local_files(augmented_reference)
-    assert shardkit.verify([str(augmented_reference)]).ok
+    assert _shards(_objects(out)) == _local_files(augmented_reference_both)  # both containers' objects, byte for byte
+    assert len([n for n in _local_files(augmented_reference_both) if n.endswith(".array_record")]) == 25
+    assert_twins(str(augmented_reference_both))
+    assert shardkit.verify([out]).ok
     assert not list(staging.iterdir())  # the temp shards the kill left, and this build's staging folder, are gone
 
 
 # -- more than one machine -----------------------------------------------------------------------------
 
 
+@needs_array_record
 def test_two_nodes_build_into_one_bucket_prefix(seg_data: Path, bucket: str, tmp_path: Path) -> None:
-    local = shardkit.build([seg_data], tmp_path / "local", **SEG_OPTIONS)  # type: ignore[arg-type]
+    """Both containers (the TFRecord objects are checked as before): each node uploads its shards' two files."""
+    local = shardkit.build([seg_data], tmp_path / "local", format=BOTH, **SEG_OPTIONS)  # type: ignore[arg-type]
     out = f"{bucket}/nodes"
-    first = shardkit.build([seg_data], out, num_nodes=2, node_index=0, **SEG_OPTIONS)  # type: ignore[arg-type]
+    first = shardkit.build([seg_data], out, num_nodes=2, node_index=0, format=BOTH, **SEG_OPTIONS)  # type: ignore[arg-type]
     assert first.manifest is None and first.shards_missing == 2
     with pytest.raises(shardkit.errors.OutputError, match="2 of 4 shards are not finished"):
         shardkit.finalize(out)
-    second = shardkit.build([seg_data], out, num_nodes=2, node_index=1, **SEG_OPTIONS)  # type: ignore[arg-type]
+    second = shardkit.build([seg_data], out, num_nodes=2, node_index=1, format=BOTH, **SEG_OPTIONS)  # type: ignore[arg-type]
     assert second.manifest is not None and local.manifest is not None and second.manifest.splits == local.manifest.splits
-    assert _shards(_objects(out)) == _local_files(tmp_path / "local")
-    finalized = shardkit.finalize(out).manifest
+    assert _shards(_objects(out)) == _local_files(tmp_path / "local")  # both containers' objects, where built
+    location.remove(f"{out}/manifest.json")
+    finalized = shardkit.finalize(out).manifest  # from the shard records alone: the twins' sizes and checksums too
     assert finalized is not None and finalized.to_dict() == json.loads(location.read_bytes(f"{out}/manifest.json"))
+    assert finalized.splits == local.manifest.splits
+    assert_twins(str(tmp_path / "local"))
+    assert shardkit.verify([out]).ok
 
 
 @pytest.mark.slow
+@needs_array_record
 def test_a_dask_build_into_a_bucket_equals_the_local_build(seg_data: Path, store: Store, bucket: str, tmp_path: Path) -> None:
+    """Both containers, from Dask workers that stage each file locally and upload it whole."""
     from shardkit.executors import DaskExecutor
     from tests.pipeline.executors.test_cluster import ENV, dask_cluster
 
-    local = shardkit.build([seg_data], tmp_path / "local", **SEG_OPTIONS)  # type: ignore[arg-type]
+    local = shardkit.build([seg_data], tmp_path / "local", format=BOTH, **SEG_OPTIONS)  # type: ignore[arg-type]
     staging = tmp_path / "worker-tmp"  # empty: the workers make their own staging folder
     staging.mkdir()
     with dask_cluster(2, worker_env={**ENV, **store.env, "TMPDIR": str(staging)}) as (address, _):
         options = {k: v for k, v in SEG_OPTIONS.items() if k != "workers"}
-        result = shardkit.build([seg_data], f"{bucket}/dask", executor=DaskExecutor(address), **options)  # type: ignore[arg-type]
+        result = shardkit.build([seg_data], f"{bucket}/dask", executor=DaskExecutor(address), format=BOTH, **options)  # type: ignore[arg-type]
     assert result.shards_built == 4
     assert result.manifest is not None and local.manifest is not None
     assert result.manifest.splits == local.manifest.splits
-    assert _shards(_objects(f"{bucket}/dask")) == _local_files(tmp_path / "local")
-    assert (staging / f"shardkit-staging-{os.getuid()}").is_dir()
+    objects = _shards(_objects(f"{bucket}/dask"))
+    assert objects == _local_files(tmp_path / "local") and len([n for n in objects if n.endswith(".array_record")]) == 4
+    assert_twins(str(tmp_path / "local"))
+    assert shardkit.verify([f"{bucket}/dask"]).ok
+    staged = staging / f"shardkit-staging-{os.getuid()}"
+    assert staged.is_dir() and not [p for p in staged.rglob("*") if p.is_file()]  # every staged file went up (or away)
 
 
 @pytest.mark.slow

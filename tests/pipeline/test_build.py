@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import crc32c
 import numpy as np
 import pytest
 from PIL import Image
@@ -22,6 +23,8 @@ from shardkit.pipeline.config import parse_config
 from shardkit.pipeline.plan.arithmetic import record_seed
 from shardkit.pipeline.shard.augment import Augmenter
 from shardkit.pipeline.state.lock import OutputLock
+from tests.arread import array_records, assert_twins, case, needs_array_record, read_array_split, shard_bytes
+from tests.leftovers import temp_names
 from tests.tfread import by_source, decode, raw_records, read_split
 
 SEG_CONFIG: dict[str, Any] = {
@@ -50,13 +53,15 @@ def index_lines(path: Path) -> list[tuple[int, list[str]]]:
     return out
 
 
-def test_segmentation_records_equal_their_inputs(seg_data: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("formats", [case("tfrecord"), case("arrayrecord")])
+def test_segmentation_records_equal_their_inputs(seg_data: Path, tmp_path: Path, formats: str) -> None:
+    """Shuffled from the seed, augmented copies, each naming its input (source_id): in either container."""
     config = parse_config(SEG_CONFIG)
-    result = shardkit.build([seg_data], tmp_path / "out", config=config, workers=2, seed=7, progress=False)
+    result = shardkit.build([seg_data], tmp_path / "out", config=config, workers=2, seed=7, progress=False, format=formats)
     assert result.records == (24 + 8) * 3 and result.skipped == 0
     augmenter = Augmenter(config.augment.pipeline, [("image", "image"), ("mask", "mask")])  # type: ignore[union-attr]
     for split, files in (("train", ["train_0.txt", "train_1.txt"]), ("val", ["val.txt"])):
-        records = read_split(str(tmp_path / "out"), split)
+        records = (read_split if formats == "tfrecord" else read_array_split)(str(tmp_path / "out"), split)
         expected_inputs = [(name, number, cols) for name in files for number, cols in index_lines(seg_data / name)]
         assert len(records) == 3 * len(expected_inputs)
         groups = by_source(records)  # shuffled: each record names its input
@@ -107,36 +112,92 @@ def test_manifest_describes_the_shards(seg_data: Path, tmp_path: Path) -> None:
     assert len(manifest["fingerprint"]) == 32 and manifest["parameters"]["records_per_shard"] == 5
 
 
+@needs_array_record
+def test_an_arrayrecord_build_is_its_tfrecord_twin_and_the_manifest_describes_every_file(seg_data: Path, tmp_path: Path) -> None:
+    """``--format arrayrecord`` alone (one worker) writes, byte for byte, the ArrayRecord files a
+    ``tfrecord,arrayrecord`` build (two workers) writes beside its TFRecord shards; the manifest
+    gives each file's record count, size and checksum, and the TFDS metadata names the containers."""
+    common: dict[str, Any] = {"config": parse_config(SEG_CONFIG), "records_per_shard": 5, "seed": 3, "progress": False}
+    alone, both = tmp_path / "alone", tmp_path / "both"
+    from array_record.python.array_record_data_source import ArrayRecordDataSource
+
+    shardkit.build([seg_data], alone, workers=1, format="arrayrecord", **common)
+    shardkit.build([seg_data], both, workers=2, format="tfrecord,arrayrecord", **common)
+    names = [f"train-{i:05d}-of-00005.array_record" for i in range(5)] + [f"val-{i:05d}-of-00002.array_record" for i in range(2)]
+    assert list(shard_bytes(str(alone))) == names  # nothing else: no .idx, no .tfrecord
+    assert shard_bytes(str(alone)) == {n: b for n, b in shard_bytes(str(both)).items() if n.endswith(".array_record")}
+    assert_twins(str(both))
+    for split in ("train", "val"):
+        assert array_records(str(alone), split) == raw_records(str(both), split)
+
+    ma, mb = (json.loads((p / "manifest.json").read_text()) for p in (alone, both))
+    assert ma["parameters"]["formats"] == ["arrayrecord"] and mb["parameters"]["formats"] == ["tfrecord", "arrayrecord"]
+    for split in ("train", "val"):
+        sa, sb = ma["splits"][split], mb["splits"][split]
+        assert sa["formats"] == ["arrayrecord"] and sb["formats"] == ["tfrecord", "arrayrecord"]
+        assert sa["writer_options"] == sb["writer_options"] == {"arrayrecord": "group_size:1,uncompressed"}
+        same = ("records", "entries", "skipped", "num_shards", "entries_per_shard", "labels")
+        assert {k: sa[k] for k in same} == {k: sb[k] for k in same}
+        for shard, twinned in zip(sa["shards"], sb["shards"], strict=True):
+            path = alone / shard["name"]
+            assert (shard["index"], shard["twins"]) == (None, [])
+            assert shard["records"] == len(ArrayRecordDataSource([str(path)])) == twinned["records"] > 0
+            assert shard["bytes"] == path.stat().st_size and shard["crc32c"] == f"{crc32c.crc32c(path.read_bytes()):08x}"
+            assert {k: shard[k] for k in ("entries", "covers", "labels")} == {k: twinned[k] for k in ("entries", "covers", "labels")}
+            [twin] = twinned["twins"]  # the ArrayRecord file beside the TFRecord shard: the same file as alone's
+            assert (twin["format"], twin["name"], twin["bytes"], twin["crc32c"]) == (
+                "arrayrecord",
+                shard["name"],
+                shard["bytes"],
+                shard["crc32c"],
+            )
+    assert ma["totals"]["records"] == mb["totals"]["records"] == 96
+    ia, ib = (json.loads((p / "dataset_info.json").read_text()) for p in (alone, both))
+    assert ia["fileFormat"] == "array_record" and "alternativeFileFormats" not in ia
+    assert ib["fileFormat"] == "tfrecord" and ib["alternativeFileFormats"] == ["array_record"]
+    assert [s["shardLengths"] for s in ia["splits"]] == [s["shardLengths"] for s in ib["splits"]]
+    assert not temp_names(alone) and not temp_names(both)
+
+
 def builds_equal(a: Path, b: Path) -> None:
     for split in ("train", "val"):
         assert raw_records(str(a), split) == raw_records(str(b), split)
+    assert shard_bytes(str(a)) == shard_bytes(str(b))  # every file of every container, and the .idx files
     ma, mb = (json.loads((p / "manifest.json").read_text()) for p in (a, b))
     assert ma["splits"] == mb["splits"]
 
 
-@pytest.mark.parametrize("start_method", ["fork", "spawn"])
-def test_worker_count_and_start_method_do_not_change_records(seg_data: Path, tmp_path: Path, start_method: str) -> None:
+@pytest.mark.parametrize(
+    "start_method, formats", [case("fork", "tfrecord"), case("spawn", "tfrecord"), case("fork", "tfrecord,arrayrecord")]
+)
+def test_worker_count_and_start_method_do_not_change_records(seg_data: Path, tmp_path: Path, start_method: str, formats: str) -> None:
     config = parse_config(SEG_CONFIG)
-    common: dict[str, Any] = {"config": config, "records_per_shard": 6, "seed": 3, "progress": False}
+    common: dict[str, Any] = {"config": config, "records_per_shard": 6, "seed": 3, "progress": False, "format": formats}
     shardkit.build([seg_data], tmp_path / "one", workers=1, **common)
     shardkit.build([seg_data], tmp_path / "pool", workers=2, executor=PoolExecutor(2, start_method), **common)
     builds_equal(tmp_path / "one", tmp_path / "pool")
+    if "arrayrecord" in formats:
+        assert_twins(str(tmp_path / "pool"))
 
 
-def test_resume_keeps_finished_shards_and_rebuilds_the_rest(seg_data: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("formats, damaged", [case("tfrecord", ".tfrecord"), case("tfrecord,arrayrecord", ".array_record")])
+def test_resume_keeps_finished_shards_and_rebuilds_the_rest(seg_data: Path, tmp_path: Path, formats: str, damaged: str) -> None:
+    """With both containers, a shard whose ArrayRecord file is lost or damaged is rebuilt, its TFRecord file whole or not."""
     out = tmp_path / "out"
-    args: dict[str, Any] = {"config": parse_config(SEG_CONFIG), "records_per_shard": 4, "progress": False, "workers": 1}
+    args: dict[str, Any] = {"config": parse_config(SEG_CONFIG), "records_per_shard": 4, "progress": False, "workers": 1, "format": formats}
     first = shardkit.build([seg_data], out, **args)
     assert (first.shards_built, first.shards_reused) == (8, 0)
     reference = {s: raw_records(str(out), s) for s in ("train", "val")}
-    (out / "train-00002-of-00006.tfrecord").unlink()  # lost shard
-    with open(out / "val-00001-of-00002.tfrecord", "ab") as f:
+    files = shard_bytes(str(out))
+    (out / f"train-00002-of-00006{damaged}").unlink()  # lost shard
+    with open(out / f"val-00001-of-00002{damaged}", "ab") as f:
         f.write(b"junk")  # wrong size: rebuilt
-    (out / ".train-00004-of-00006.tfrecord.incomplete-deadbeef").write_bytes(b"half")  # a crashed writer's temp file
+    (out / f".train-00004-of-00006{damaged}.incomplete-deadbeef").write_bytes(b"half")  # a crashed writer's temp file
     (out / "manifest.json").unlink()
     again = shardkit.build([seg_data], out, **args)
     assert (again.shards_built, again.shards_reused) == (2, 6)
     assert {s: raw_records(str(out), s) for s in ("train", "val")} == reference
+    assert shard_bytes(str(out)) == files
     assert not list(out.glob(".*incomplete*"))
     assert again.manifest is not None and first.manifest is not None and again.manifest.splits == first.manifest.splits
     third = shardkit.build([seg_data], out, **args)

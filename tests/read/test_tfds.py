@@ -9,7 +9,9 @@ import pytest
 
 import shardkit
 from shardkit.pipeline.config import parse_config
-from tests.tfread import read_split
+from tests.arread import array_records, needs_array_record
+from tests.tfread import decode as tf_decode
+from tests.tfread import raw_records, read_split
 
 tfds = pytest.importorskip("tensorflow_datasets")
 
@@ -78,3 +80,23 @@ def test_class_names_of_a_nested_key_are_where_tfds_reads_them(cls_data: Path, t
     assert builder.info.features["label/coarse"].names == ["cat", "dog", "fox"]
     labels = [int(x["label/coarse"]) for x in tfds.as_numpy(builder.as_dataset(split="train", shuffle_files=False))]
     assert labels == [int(r["label/coarse"]) for r in read_split(str(out), "train")]
+
+
+@needs_array_record
+def test_an_arrayrecord_build_reads_through_tfds_as_a_data_source_with_its_label_counts(cls_data: Path, tmp_path: Path) -> None:
+    """``--format arrayrecord``: the TFDS metadata names array_record, so ``as_data_source`` gives
+    random access to the records; the class names and the manifest's label counts are a TFRecord build's."""
+    arrays = shardkit.build(out=tmp_path / "ar", from_folder=cls_data, workers=1, format="arrayrecord", progress=False)
+    tfrecords = shardkit.build(out=tmp_path / "tf", from_folder=cls_data, workers=1, progress=False)
+    assert arrays.manifest is not None and tfrecords.manifest is not None
+    counts = {split: info.labels for split, info in arrays.manifest.splits.items()}
+    assert counts == {split: info.labels for split, info in tfrecords.manifest.splits.items()}
+    assert counts["train"] == {"label": {"cat": 6, "dog": 6, "fox": 6}}
+    builder = tfds.builder_from_directory(str(tmp_path / "ar"))
+    assert builder.info.file_format.value == "array_record" and builder.info.features["label"].names == ["cat", "dog", "fox"]
+    source = builder.as_data_source("train")
+    expected = read_split(str(tmp_path / "tf"), "train")
+    assert len(source) == len(expected) == 18
+    assert [int(source[i]["label"]) for i in range(len(source))] == [int(r["label"]) for r in expected]  # by record number
+    assert all(np.array_equal(source[i]["image"], tf_decode(expected[i]["image"])) for i in (17, 3, 9))
+    assert array_records(str(tmp_path / "ar"), "train") == raw_records(str(tmp_path / "tf"), "train")
