@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -195,3 +196,20 @@ def test_inspect_samples_a_foreign_arrayrecord_file_and_index_skips_it(both: Pat
     code, output = _cli("index", str(foreign))
     assert code == 0 and output == f"SKIPPED {foreign}: an ArrayRecord file carries its own index\n"
     assert not list(tmp_path.glob("*.idx"))
+
+
+def test_without_the_extra_arrayrecord_is_one_line_naming_it(seg_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [m for m in sys.modules if m == "array_record" or m.startswith("array_record.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "array_record", None)  # what an environment without shardkit[arrayrecord] imports
+    code, output = _cli("build", str(seg_data), "-o", str(tmp_path / "out"), "-c", CONFIG, "-q", "--format", "arrayrecord")
+    assert (
+        code == 1 and output == "Error: ArrayRecord needs the array-record package: pip install 'shardkit[arrayrecord]' (Python >= 3.11)\n"
+    )
+    assert not (tmp_path / "out").exists()
+
+
+def test_verify_deep_parses_every_arrayrecord_record_against_the_schema(both: Path) -> None:
+    report = shardkit.verify([str(both)], deep=True)
+    in_arrayrecord = sum(f.records for f in report.files if f.path.endswith(".array_record"))
+    assert report.ok and in_arrayrecord * 2 == sum(f.records for f in report.files) > 0
