@@ -11,6 +11,7 @@ import dataclasses
 import json
 from typing import Any
 
+from shardkit.formats.containers import registry
 from shardkit.output import layout
 from shardkit.storage import location
 from shardkit.storage.atomic import fsync_dir, write_json
@@ -51,7 +52,7 @@ class ShardResult:
     seconds: float
     index_file: str | None = None  # NAME.idx beside the shard, when written
     labels: dict[str, dict[str, int] | None] = dataclasses.field(default_factory=dict)  # label key -> value -> records
-    format: str = "tfrecord"  # the container of ``name`` (records from before containers had names: TFRecord)
+    format: str = registry.DEFAULT  # the container of ``name`` (records from before containers had names: TFRecord)
     twins: tuple[ShardFile, ...] = ()  # the same records in the build's other containers
 
     def to_dict(self) -> dict[str, Any]:
