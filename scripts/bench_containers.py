@@ -7,9 +7,9 @@
 Two workloads, each built three ways from the same plan:
   augment: scripts/bench.py's seed-like augmented build: --images ~640x480 JPEGs with PNG masks, the
            classic train/val/test index files, flip + random sized crop + brightness/contrast, JPEG q95
-           out, the mask as PNG (records of about 160 KB).
+           out, the mask as PNG (records of about 86 KB).
   rows:    --rows rows of f0..f7 (float64), label (int64) and name (`item-0000042`) in train.parquet
-           (scripts/bench_tables.py's table; records of about 130 bytes).
+           (scripts/bench_tables.py's table; records of about 212 bytes).
 Each is `shardkit build INPUT -o OUT -c CONFIG -w W -q --format F` for F in tfrecord, arrayrecord and
 tfrecord,arrayrecord, run as a user runs it (a child process; the defaults: shuffled shards, source_id,
 .idx sidecars beside TFRecord shards, each shard fsynced). A round runs the three once each, the order
