@@ -110,10 +110,15 @@ def _taken_from(path: str, first: int, ordered: np.ndarray, columns: list[str]) 
     import pyarrow as pa
 
     parts: list[Any] = []
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+    with open(path, "rb") as f:
+        # Closed below, not by a with-block: after a failure (a cancelled task, a bad file) the
+        # traceback keeps the failed batch, which points into the map, and closing the map then
+        # raises BufferError in place of what stopped the read. It goes with its last reference.
+        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         reader = pa.ipc.open_file(pa.py_buffer(mapped))
         for i in range(reader.num_record_batches):
             first = _take(reader.get_batch(i), first, ordered, columns, parts)
             mapped.madvise(mmap.MADV_DONTNEED)
         del reader  # nothing may point into the map when it closes
+        mapped.close()
     return parts

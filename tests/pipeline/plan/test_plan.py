@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pytest
 
@@ -69,3 +70,26 @@ def test_shuffle_keys_depend_on_seed_input_and_identity_only() -> None:
     base = ShuffleKeys(0, 0)("train.txt:5")
     assert base == ShuffleKeys(0, 0)("train.txt:5") and len(base) == 8
     assert len({base, ShuffleKeys(1, 0)("train.txt:5"), ShuffleKeys(0, 1)("train.txt:5"), ShuffleKeys(0, 0)("train.txt:6")}) == 4
+
+
+def test_a_failure_while_taking_staged_rows_is_raised_as_itself(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A task stopped while it takes rows from a staged file gets its own error, not the BufferError
+    of closing a map that the failed batch still points into."""
+    import numpy as np
+    import pyarrow as pa
+
+    from shardkit.pipeline.plan import staged_rows
+
+    path = tmp_path / f"0-0{staged_rows.SUFFIX}"
+    table = pa.table({"a": pa.array(range(100))})
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+        for batch in table.to_batches(max_chunksize=10):
+            writer.write_batch(batch)
+    assert [len(p) for p in staged_rows._taken_from(str(path), 0, np.array([3, 57]), ["a"])] == [1, 1]
+
+    def stopped(batch: object, *_: object) -> int:
+        raise KeyboardInterrupt("stopped")
+
+    monkeypatch.setattr(staged_rows, "_take", stopped)
+    with pytest.raises(KeyboardInterrupt, match="stopped"):
+        staged_rows._taken_from(str(path), 0, np.array([3, 57]), ["a"])
