@@ -64,21 +64,22 @@ class ExampleDecoder:
         rest: dict[str, None] = {}
         singles, keys = self._singles, self._keys
         # Each entry: 0a LEN 0a KEYLEN KEY 12 LEN TAG LEN (values). Lengths under 128 are one byte,
-        # read here in line (a call each would be a third of the time); longer ones by read_varint.
+        # read here in line (a call each would be a third of the time); longer ones by _long_size.
+        # A length read past its entry's end is caught by the checks after it, as read_varint's would be.
         while pos < end:
             if data[pos] != 0x0A:
                 return None
             size = data[pos + 1]
             pos += 2
             if size > 0x7F:
-                size, pos = read_varint(data, pos - 1, end)
+                size, pos = _long_size(data, pos, size, end)
             entry_end = pos + size
             if entry_end > end or data[pos] != 0x0A:
                 return None
             size = data[pos + 1]
             pos += 2
             if size > 0x7F:
-                size, pos = read_varint(data, pos - 1, entry_end)
+                size, pos = _long_size(data, pos, size, entry_end)
             key_bytes = data[pos : pos + size]
             pos += size
             if pos >= entry_end or data[pos] != 0x12:
@@ -86,14 +87,14 @@ class ExampleDecoder:
             size = data[pos + 1]
             pos += 2
             if size > 0x7F:
-                size, pos = read_varint(data, pos - 1, entry_end)
+                size, pos = _long_size(data, pos, size, entry_end)
             if pos + size != entry_end or pos >= entry_end:
                 return None
             dtype = _LIST_TAGS.get(data[pos])
             size = data[pos + 1]
             pos += 2
             if size > 0x7F:
-                size, pos = read_varint(data, pos - 1, entry_end)
+                size, pos = _long_size(data, pos, size, entry_end)
             if dtype is None or pos + size != entry_end:
                 return None
             # One value of a few bytes (a number, a short string), the most common feature, in line too.
@@ -109,6 +110,9 @@ class ExampleDecoder:
                     values = [(data[pos + 2] & 0x7F) | data[pos + 3] << 7]
                 else:
                     values = _values(data, dtype, pos, entry_end)
+            elif dtype is BYTES and data[pos] == 0x0A and data[pos + 1] > 0x7F:  # one long value: an image, a mask
+                size, start = _long_size(data, pos + 2, data[pos + 1], entry_end)
+                values = [data[start:entry_end]] if start + size == entry_end else _values(data, dtype, pos, entry_end)
             else:
                 values = _values(data, dtype, pos, entry_end)
             if values is None:
@@ -127,6 +131,18 @@ class ExampleDecoder:
                 rest[key] = None
             pos = entry_end
         return features, rest
+
+
+def _long_size(data: bytes, pos: int, first: int, end: int) -> tuple[int, int]:
+    """A length whose first byte ``first`` (0x80 or more) is at ``pos - 1``, and the position after it:
+    two or three bytes (up to 2 MB) in line, longer ones by read_varint."""
+    second = data[pos]
+    if second < 0x80:
+        return (first & 0x7F) | second << 7, pos + 1
+    third = data[pos + 1]
+    if third < 0x80:
+        return (first & 0x7F) | (second & 0x7F) << 7 | third << 14, pos + 2
+    return read_varint(data, pos - 1, end)
 
 
 def _size(data: bytes, pos: int, end: int) -> tuple[int, int]:

@@ -109,6 +109,12 @@ def _entry(key: bytes, feature: bytes) -> bytes:
         [_entry(b"i", _field(0x1A, _field(0x0A, b"\x80")))],  # a truncated varint
         [_entry(b"\xff", _field(0x1A, b""))],  # a key that is not UTF-8
         [_entry(b"t", _field(0x0A, _field(0x0A, b"\xff")))],  # a text that is not UTF-8
+        [_entry(b"b", _field(0x0A, _field(0x0A, bytes(range(256)) * 80)))],  # one value of 20,480 bytes: lengths of three bytes
+        [_entry(b"b", _field(0x0A, b"\x0a\x85\x00hello"))],  # one value whose length takes two bytes for 5
+        [_entry(b"b", _field(0x0A, b"\x0a\x85\x80\x00hello"))],  # and three
+        [_entry(b"b", _field(0x0A, b"\x0a\x85\x01" + b"x" * 10))],  # one value that runs past its list
+        [_entry(b"b", _field(0x0A, b"\x0a\x8a\x01" + b"x" * 138))],  # one value, then bytes that are not one
+        [_entry(b"b", _field(0x0A, b"\x0a\x85"))],  # a length cut short at the end of its list
     ],
 )
 def test_other_layouts_and_damage_decode_as_decode_example_does(entries: list[bytes]) -> None:
