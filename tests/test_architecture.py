@@ -279,19 +279,24 @@ def test_no_module_branches_on_an_input_format_name() -> None:
 OUT_NAMES = ("manifest.json", "build.json", "errors.jsonl", "dataset_info.json", "features.json", ".labels.txt", ".shardkit")
 
 
+def _docstrings(tree: ast.AST) -> set[int]:
+    """The ids of a parsed module's docstring constants (the module's, each function's and class's)."""
+    return {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+
+
 def test_one_module_names_the_files_in_out() -> None:
     """``output.layout`` owns every name in OUT: no other module spells one (docstrings aside)."""
     spelled = {}
     for module in MODULES - {"shardkit.output.layout"}:
         tree = ast.parse(_source(module))
-        docstrings = {
-            id(node.body[0].value)
-            for node in ast.walk(tree)
-            if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-            and node.body
-            and isinstance(node.body[0], ast.Expr)
-            and isinstance(node.body[0].value, ast.Constant)
-        }
+        docstrings = _docstrings(tree)
         for node in ast.walk(tree):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
                 found = [name for name in OUT_NAMES if name in node.value]
@@ -310,14 +315,7 @@ CONTAINER_SPELLINGS = (".tfrecord", ".idx", ".array_record")
 def _code_strings(module: str) -> set[str]:
     """The string constants in a module's code: docstrings and the CLI's ``help=`` texts aside."""
     tree = ast.parse(_source(module))
-    prose = {
-        id(node.body[0].value)
-        for node in ast.walk(tree)
-        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-        and node.body
-        and isinstance(node.body[0], ast.Expr)
-        and isinstance(node.body[0].value, ast.Constant)
-    }
+    prose = _docstrings(tree)
     prose |= {id(n) for node in ast.walk(tree) if isinstance(node, ast.keyword) and node.arg == "help" for n in ast.walk(node.value)}
     return {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in prose}
 
