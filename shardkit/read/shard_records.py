@@ -1,8 +1,8 @@
 """Record bytes by (shard, position): the one seam between ``ShardReader`` and the shard containers.
 
 A split's shards are read by the first of its containers (``--format``) that reads them at
-random: TFRecord through its ``.idx`` files, ArrayRecord through its own index. A split built as
-GZIP TFRecord with an ArrayRecord twin is read from the twin.
+random: TFRecord through its ``.idx`` files, ArrayRecord through its own index. A split of both
+whose TFRecord shards have no ``.idx`` (``--no-index``, or lost) is read from the ArrayRecord twins.
 """
 
 from __future__ import annotations

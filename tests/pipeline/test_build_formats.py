@@ -213,3 +213,16 @@ def test_verify_deep_parses_every_arrayrecord_record_against_the_schema(both: Pa
     report = shardkit.verify([str(both)], deep=True)
     in_arrayrecord = sum(f.records for f in report.files if f.path.endswith(".array_record"))
     assert report.ok and in_arrayrecord * 2 == sum(f.records for f in report.files) > 0
+
+
+def test_shard_reader_reads_the_arrayrecord_twins_where_the_tfrecord_shards_have_no_index(both: Path, tmp_path: Path) -> None:
+    from shardkit.reader import ShardReader
+
+    out = tmp_path / "out"
+    shutil.copytree(both, out)
+    for index in out.glob("*.idx"):
+        index.unlink()
+    reader, expected = ShardReader(str(out), "train"), raw_records(str(both), "train")
+    assert len(reader) == len(expected)
+    for i in (0, len(expected) // 2, len(expected) - 1):
+        assert reader.raw(i) == expected[i]
