@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from shardkit.errors import UsageError
@@ -33,7 +35,7 @@ def test_runs_cover_every_record_once_and_differ_by_at_most_one(records: int, sh
     runs = balanced(records, shards)
     assert len(runs) == shards
     assert runs[0][0] == 0 and runs[-1][1] == records
-    assert all(a[1] == b[0] for a, b in zip(runs, runs[1:], strict=False))
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(runs))
     lengths = [end - start for start, end in runs]
     assert max(lengths) - min(lengths) <= 1
 
