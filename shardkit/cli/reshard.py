@@ -77,8 +77,7 @@ def reshard(paths: tuple[str, ...], out: str, format_: str, compression: str, qu
     PATHS are a shardkit output, a TFDS prepared folder, or TFRecord/ArrayRecord files, folders or
     globs (local, gs:// or s3://). Re-running the same command resumes an interrupted reshard.
     """
-    from shardkit.api import ReshardOptions
-    from shardkit.pipeline.reshard.resharder import reshard_with
+    from shardkit.api import ReshardOptions, reshard_with
 
     try:
         made = ReshardOptions(
