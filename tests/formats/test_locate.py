@@ -21,12 +21,10 @@ def _records(n: int = 60) -> list[bytes]:
 
 
 def _located(path: Path, name: str, skip: bool) -> tuple[list[tuple[int, int]], list[tuple[int, str]], str | None]:
-    found: list[tuple[int, int]] = []
     damaged: list[tuple[int, str]] = []
-    result = registry.named(name).locate(
-        str(path), lambda at, n: found.append((at, n)), (lambda at, why: damaged.append((at, why))) if skip else None
-    )
-    return found, damaged, result.error
+    locators, lengths, result = registry.named(name).locate(str(path), (lambda at, why: damaged.append((at, why))) if skip else None)
+    assert result.records == len(locators)
+    return list(zip(locators.tolist(), lengths.tolist(), strict=True)), damaged, result.error
 
 
 def _read(path: Path, name: str, found: list[tuple[int, int]], order: list[int]) -> list[bytes]:
@@ -113,3 +111,25 @@ def test_content_tells_the_container(head: bytes, expected: tuple[str, str] | No
 def test_a_tfrecord_header_is_recognised_whatever_the_name() -> None:
     found = registry.recognised(tfrecord_io.frame(b"x" * 30)[:64])
     assert found is not None and (found[0].name, found[1]) == ("tfrecord", "none")
+
+
+def test_locate_finds_what_the_checking_walk_finds_wherever_a_file_is_damaged(tmp_path: Path) -> None:
+    """Flipped bytes anywhere and cuts at any length: the same sound records, the same first
+    problem at the same offset as ``verify``'s walk (``tfrecord_scan``)."""
+    rng = random.Random(11)
+    records = [rng.randbytes(rng.randrange(0, 300)) for _ in range(25)]
+    clean = b"".join(tfrecord_io.frame(r) for r in records)
+    container = registry.named("tfrecord")
+    cases = [bytes(clean[:cut]) for cut in range(0, len(clean), 37)]
+    for _ in range(150):
+        data = bytearray(clean)
+        data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+        cases.append(bytes(data))
+    path = tmp_path / "a.tfrecord"
+    for data in cases:
+        path.write_bytes(data)
+        walked = container.walk(str(path), checksum=False)
+        locators, lengths, found = container.locate(str(path))
+        assert (found.records, found.error_offset) == (walked.records, walked.error_offset), (found, walked)
+        assert (found.error or "").split(" (")[0] == (walked.error or "").split(" (")[0] or (not data and found.error is None)
+        assert lengths.tolist() == [len(r) for r in records[: walked.records]]

@@ -16,13 +16,14 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import ClassVar, Protocol
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from shardkit.errors import UsageError
 
 OnRecord = Callable[[int, int, memoryview], None]  # (record index, offset in the record stream, payload)
 OnFrame = Callable[[int, int], None]  # (stream offset, stored length) of every valid record
-OnLocated = Callable[[int, int], None]  # (locator, payload length) of every sound record: what ``read_located`` takes
 OnDamaged = Callable[[int, str], None]  # (locator, reason) of a record whose data is damaged: the walk goes on past it
 
 
@@ -86,6 +87,9 @@ class RecordReader(Protocol):
     def close(self) -> None:
         """Let go of open files (a later read opens them again)."""
         ...
+
+
+Located = tuple["npt.NDArray[np.int64]", "npt.NDArray[np.int64]", ScanResult]  # (locators, payload lengths, the walk's result)
 
 
 class LocatedReader(Protocol):
@@ -198,10 +202,12 @@ class ShardContainer(abc.ABC):
         raise NotImplementedError(f"{self.title} files are not staged")
 
     @abc.abstractmethod
-    def locate(self, path: str, on_record: OnLocated, on_damaged: OnDamaged | None = None) -> ScanResult:
-        """Check every record of the local, plain file ``path`` and say where each sound one is
-        (``on_record``). With ``on_damaged``, a record whose data is damaged is handed to it and the
-        walk goes on past it where the framing allows; the problem the walk cannot pass is in the result."""
+    def locate(self, path: str, on_damaged: OnDamaged | None = None) -> Located:
+        """Check every record of the local, plain file ``path``: (locators, payload lengths) of the
+        sound ones, as int64 arrays, and what the walk found. A locator is what ``read_located``
+        takes (a byte offset, ``locates_by_offset``, or a record number). With ``on_damaged``, a
+        record whose data is damaged is handed to it and the walk goes on past it where the framing
+        allows; the problem the walk cannot pass is in the result."""
 
     @abc.abstractmethod
     def read_located(self, path: str) -> LocatedReader:

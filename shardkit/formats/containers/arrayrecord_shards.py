@@ -14,18 +14,20 @@ import dataclasses
 import os
 import shutil
 import tempfile
+from array import array
 from collections.abc import Iterator, Sequence
 from typing import ClassVar
 
+import numpy as np
 import pyarrow as pa
 
 from shardkit.errors import ShardkitError, WriteError
 from shardkit.formats.containers import arrayrecord_io
 from shardkit.formats.containers.adapter import (
+    Located,
     LocatedReader,
     OnDamaged,
     OnFrame,
-    OnLocated,
     OnRecord,
     RecordReader,
     ScanResult,
@@ -82,9 +84,16 @@ class ArrayRecordShards(ShardContainer):
             shutil.copyfileobj(source, out, 8 << 20)
         return None
 
-    def locate(self, path: str, on_record: OnLocated, on_damaged: OnDamaged | None = None) -> ScanResult:
-        found = arrayrecord_io.walk(path, lambda index, _, payload: on_record(index, len(payload)), checksum=False, on_damaged=on_damaged)
-        return ScanResult(path, "none", found.records, found.file_bytes, "", found.error, found.error_record)
+    def locate(self, path: str, on_damaged: OnDamaged | None = None) -> Located:
+        locators, lengths = array("q"), array("q")
+
+        def found(index: int, _: int, payload: memoryview) -> None:
+            locators.append(index)
+            lengths.append(len(payload))
+
+        walked = arrayrecord_io.walk(path, found, checksum=False, on_damaged=on_damaged)
+        result = ScanResult(path, "none", len(locators), walked.file_bytes, "", walked.error, walked.error_record)
+        return np.frombuffer(locators, np.int64), np.frombuffer(lengths, np.int64), result
 
     def read_located(self, path: str) -> LocatedReader:
         return _Located(arrayrecord_io.RecordFileReader(path))

@@ -19,14 +19,12 @@ import crc32c
 import numpy as np
 import numpy.typing as npt
 
-from shardkit.formats.containers.adapter import OnDamaged, ScanResult
+from shardkit.formats.containers.adapter import Located, OnDamaged, ScanResult
 from shardkit.formats.containers.masked_crc import length_crcs, mask_all
 from shardkit.formats.containers.tfrecord_io import FOOTER_SIZE, HEADER_SIZE
 
 _LENGTH = struct.Struct("<Q")
 _WINDOW = 64 << 20  # bytes of the mapping checked, then let go of, at a time
-
-Located = tuple["npt.NDArray[np.int64]", "npt.NDArray[np.int64]", ScanResult]
 
 
 def locate(path: str, on_damaged: OnDamaged | None = None) -> Located:
@@ -48,7 +46,11 @@ def locate(path: str, on_damaged: OnDamaged | None = None) -> Located:
         error = _stopped(size, starts, capped, count, bad_length, end)
         if damaged_at is not None:  # no on_damaged: the first damaged payload ends the walk
             found = int(np.count_nonzero(keep[:damaged_at]))
-            return starts[:damaged_at], capped[:damaged_at], ScanResult(path, "none", found, size, "", "data CRC mismatch", found, int(starts[damaged_at]))
+            return (
+                starts[:damaged_at],
+                capped[:damaged_at],
+                ScanResult(path, "none", found, size, "", "data CRC mismatch", found, int(starts[damaged_at])),
+            )
         result = ScanResult(path, "none", int(np.count_nonzero(keep)), size, "")
         if error is not None:
             reason, offset = error
@@ -114,12 +116,14 @@ def _stopped(
 
 def _u64_at(mapped: mmap.mmap, offsets: npt.NDArray[np.int64]) -> npt.NDArray[np.uint64]:
     data = np.frombuffer(mapped, np.uint8)
-    return data[offsets[:, None] + np.arange(8)].copy().view("<u8").reshape(-1)
+    found: npt.NDArray[np.uint64] = data[offsets[:, None] + np.arange(8)].copy().view("<u8").reshape(-1)
+    return found
 
 
 def _u32_at(mapped: mmap.mmap, offsets: npt.NDArray[np.int64]) -> npt.NDArray[np.uint32]:
     data = np.frombuffer(mapped, np.uint8)
-    return data[offsets[:, None] + np.arange(4)].copy().view("<u4").reshape(-1)
+    found: npt.NDArray[np.uint32] = data[offsets[:, None] + np.arange(4)].copy().view("<u4").reshape(-1)
+    return found
 
 
 def _empty() -> npt.NDArray[np.int64]:

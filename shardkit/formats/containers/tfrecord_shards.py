@@ -17,12 +17,12 @@ from typing import BinaryIO, ClassVar, cast
 import pyarrow as pa
 
 from shardkit.errors import ShardkitError, WriteError
-from shardkit.formats.containers import tfrecord_scan
+from shardkit.formats.containers import tfrecord_locate, tfrecord_scan
 from shardkit.formats.containers.adapter import (
+    Located,
     LocatedReader,
     OnDamaged,
     OnFrame,
-    OnLocated,
     OnRecord,
     RecordReader,
     ScanResult,
@@ -32,7 +32,7 @@ from shardkit.formats.containers.adapter import (
     WrittenFile,
 )
 from shardkit.formats.containers.idx_sidecar import INDEX_SUFFIX, flat_index_text, index_text
-from shardkit.formats.containers.tfrecord_io import FOOTER_SIZE, HEADER_SIZE, RecordWriter, file_crc32c, frame_batch
+from shardkit.formats.containers.tfrecord_io import RecordWriter, file_crc32c, frame_batch
 from shardkit.formats.containers.tfrecord_reads import IndexedTFRecords, MappedTFRecord
 from shardkit.storage import atomic, location
 
@@ -110,11 +110,8 @@ class TFRecordShards(ShardContainer):
     def stage(self, path: str, target: str, compression: str) -> str | None:
         return tfrecord_scan.inflate_to(path, compression, target)
 
-    def locate(self, path: str, on_record: OnLocated, on_damaged: OnDamaged | None = None) -> ScanResult:
-        framing = HEADER_SIZE + FOOTER_SIZE
-        return tfrecord_scan.scan(
-            path, "none", checksum=False, on_frame=lambda offset, stored: on_record(offset, stored - framing), on_damaged=on_damaged
-        )
+    def locate(self, path: str, on_damaged: OnDamaged | None = None) -> Located:
+        return tfrecord_locate.locate(path, on_damaged)
 
     def read_located(self, path: str) -> LocatedReader:
         return MappedTFRecord(path)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from array import array
 
 import numpy as np
 
@@ -54,19 +53,12 @@ def index_file(number: int, source: InputFile, plan_dir: str, skip: bool) -> Fil
             raise
         except ShardkitError as exc:
             raise ShardkitError(f"{source.path}: cannot read: {exc}") from None
-    locators, lengths = array("q"), array("q")
     damaged: list[tuple[int, str]] = []
-    add_locator, add_length = locators.append, lengths.append
-
-    def found(locator: int, length: int) -> None:
-        add_locator(locator)
-        add_length(length)
-
-    result = container.locate(path, found, (lambda where, why: damaged.append((where, why))) if skip else None)
+    locators, lengths, result = container.locate(path, (lambda where, why: damaged.append((where, why))) if skip else None)
     stopped = None
     if result.error is not None:
         where = result.error_offset if result.error_offset is not None else result.error_record or 0
         stopped = (where, result.error)
     elif problem is not None:
         stopped = (0, problem)
-    return FileIndex(np.frombuffer(locators, np.int64), np.frombuffer(lengths, np.int64), staged, tuple(damaged), stopped)
+    return FileIndex(locators, lengths, staged, tuple(damaged), stopped)
