@@ -248,3 +248,26 @@ def test_without_features_json_the_splits_still_read(folder_copy: Path, tmp_path
     written = write_tfds_metadata(str(tmp_path / "out"), folder, {"train": [(30, 100)]}, ["tfrecord"], durable=False)
     assert written == ["dataset_info.json", "label.labels.txt", "meta-kind.labels.txt", "metadata.json"]
     assert not (tmp_path / "out" / "features.json").exists()
+
+
+def test_a_folder_in_a_bucket_reads_and_its_metadata_writes_as_a_local_one(tfrecord_folder: Path, bucket: str, tmp_path: Path) -> None:
+    from shardkit.storage import location
+
+    src = location.join(bucket, "tiny", "1.2.0")
+    fs, key = location.filesystem(src)
+    fs.put(str(tfrecord_folder) + "/", key, recursive=True)
+    local, remote = read_tfds_folder(str(tfrecord_folder)), read_tfds_folder(src)
+    assert remote.container == "tfrecord" and remote.info == local.info and remote.features == local.features
+    assert remote.splits == {s: [location.join(src, Path(p).name) for p in files] for s, files in local.splits.items()}
+    assert remote.extra_files == local.extra_files
+
+    splits = {"train": [(15, 1000), (15, 999)], "validation": [(7, 300)]}
+    out = location.join(bucket, "out")
+    assert write_tfds_metadata(out, remote, splits, ["tfrecord"]) == write_tfds_metadata(str(tmp_path), local, splits, ["tfrecord"])
+    for name in (*local.extra_files, "dataset_info.json", "features.json"):
+        assert location.read_bytes(location.join(out, name)) == (tmp_path / name).read_bytes()
+
+    fs.rm_file(key + "/tiny-train.tfrecord-00002-of-00003")
+    with pytest.raises(UsageError, match=r"^s3://|^gs://") as caught:
+        read_tfds_folder(src)
+    assert str(caught.value).startswith(location.join(src, "tiny-train.tfrecord-00002-of-00003") + ": missing, though")
