@@ -271,3 +271,26 @@ def test_a_folder_in_a_bucket_reads_and_its_metadata_writes_as_a_local_one(tfrec
     with pytest.raises(UsageError, match=r"^s3://|^gs://") as caught:
         read_tfds_folder(src)
     assert str(caught.value).startswith(location.join(src, "tiny-train.tfrecord-00002-of-00003") + ": missing, though")
+
+
+def test_reshard_of_a_tfds_folder_reads_through_tfds_with_the_same_examples(tfrecord_folder: Path, tmp_path: Path) -> None:
+    import shardkit
+
+    out = tmp_path / "out"
+    result = shardkit.reshard([tfrecord_folder], out, shards=3, workers=1, progress=False)
+    assert result.manifest is not None and {s: len(e.shards) for s, e in result.manifest.splits.items()} == {"train": 3, "validation": 3}
+    source, resharded = tfds.builder_from_directory(str(tfrecord_folder)), tfds.builder_from_directory(str(out))
+    assert resharded.info.features["label"].names == LABELS and dict(resharded.info.metadata) == {"seen": 3}
+    assert [str(p) for p in resharded.info.splits["train"].filepaths] == [str(out / f"train-0000{i}-of-00003.tfrecord") for i in range(3)]
+    for split in ("train", "validation"):
+        assert examples(resharded, split) == examples(source, split)
+
+
+def test_a_gzip_reshard_of_a_tfds_folder_writes_no_tfds_metadata(tfrecord_folder: Path, tmp_path: Path) -> None:
+    """TFDS reads TFRecord files uncompressed only: metadata naming GZIP shards would fail in ``as_dataset``."""
+    import shardkit
+
+    shardkit.reshard([tfrecord_folder], tmp_path / "out", shards=2, compression="gzip", workers=1, progress=False)
+    names = {p.name for p in (tmp_path / "out").iterdir()}
+    assert "manifest.json" in names and "train-00000-of-00002.tfrecord.gz" in names
+    assert not names & {"dataset_info.json", "features.json", "label.labels.txt", "metadata.json"}
