@@ -28,6 +28,15 @@ def carried_config(found: Found) -> dict[str, Any]:
     return dict(found.output.manifest.config) if found.output is not None else {"features": {}}
 
 
+def label_keys(found: Found) -> tuple[tuple[str, tuple[str, ...] | None], ...]:
+    """The label features the input OUT counted (a single value a record), each with its class names."""
+    if found.output is None:
+        return ()
+    made = found.output.manifest
+    keys = sorted({key for split in made.splits.values() for key in split.labels or {}})
+    return tuple((key, made.classes.get(key)) for key in keys)
+
+
 def publish(out_dir: str, state: BuildState, shards: list[ShardResult], run: Mapping[str, Any], durable: bool, found: Found) -> Manifest:
     """errors.jsonl, the TFDS metadata and manifest.json of a finished reshard."""
     if found.output is not None:
