@@ -64,6 +64,7 @@ _SCRATCH = "tmp"
 LABEL_MAP = "label_map.pbtxt"  # the TF Object Detection API's label map, for a build with objects
 METADATA_NAMES = (MANIFEST, ERRORS, DATASET_INFO, FEATURES, LABEL_MAP)  # beside the shards and the class lists
 TFDS_BUILDER_METADATA = "metadata.json"  # a TFDS builder's own (tfds.core.MetadataDict)
+TFDS_EXTRAS_INPUT = "tfds_extra_files"  # where a reshard's build state lists the files it copied from a TFDS folder
 # Files TFDS reads beside dataset_info.json: class names, a deprecated text encoder's vocabulary, the builder's metadata.
 _TFDS_EXTRAS = ("*" + _LABELS, *(f"*.text.{kind}" for kind in ("subwords", "bytes", "tokens", "tokenizer")), TFDS_BUILDER_METADATA)
 _SHARD = "*-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]"  # and a container's suffix

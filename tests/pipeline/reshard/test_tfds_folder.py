@@ -294,3 +294,19 @@ def test_a_gzip_reshard_of_a_tfds_folder_writes_no_tfds_metadata(tfrecord_folder
     names = {p.name for p in (tmp_path / "out").iterdir()}
     assert "manifest.json" in names and "train-00000-of-00002.tfrecord.gz" in names
     assert not names & {"dataset_info.json", "features.json", "label.labels.txt", "metadata.json"}
+
+
+def test_overwrite_removes_the_tfds_files_a_reshard_of_a_tfds_folder_copied(tfrecord_folder: Path, tmp_path: Path) -> None:
+    """OUT resharded from a TFDS folder, then from foreign files with ``overwrite``: no class names
+    or builder metadata of the first stay to describe records they do not describe."""
+    import shardkit
+
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    for path in read_tfds_folder(str(tfrecord_folder)).splits["train"]:
+        shutil.copy(path, foreign)
+    out = tmp_path / "out"
+    shardkit.reshard([tfrecord_folder], out, shards=2, workers=1, progress=False)
+    assert {"label.labels.txt", "meta-kind.labels.txt", "metadata.json"} <= {p.name for p in out.iterdir()}
+    shardkit.reshard([foreign], out, shards=2, workers=1, progress=False, overwrite=True)
+    assert sorted(p.name for p in out.iterdir() if "-of-" not in p.name) == [".shardkit", "manifest.json"]
