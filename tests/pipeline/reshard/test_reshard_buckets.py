@@ -47,7 +47,8 @@ def test_objects_in_a_bucket_are_resharded_with_their_bytes_unchanged(store: Sto
     _write(local / "train-00000-of-00003.tfrecord", made[:40])
     _write(local / "train-00001-of-00003.tfrecord", made[40:70])
     _write(local / "train-00002-of-00003.tfrecord", made[70:], gzipped=True)  # GZIP, and no .gz in its name
-    assert gzip.open(local / "train-00002-of-00003.tfrecord").read(1)
+    with gzip.open(local / "train-00002-of-00003.tfrecord") as packed:
+        assert packed.read(1)
     fs = store.fs()
     for item in sorted(local.iterdir()):
         fs.put_file(str(item), f"{bucket}/in/{item.name}".split("://", 1)[1])
