@@ -9,6 +9,7 @@ OUT/
   errors.jsonl                       entries skipped with --on-error skip
   dataset_info.json, features.json   TFDS metadata (uncompressed shards only)
   KEY.labels.txt                     the class names of each class_name feature, for TFDS (a/b: a.b.labels.txt)
+  metadata.json, KEY.text.subwords   what else TFDS reads beside dataset_info.json, copied from a TFDS folder resharded
   .shardkit/build.json               the build's fingerprint, resolved parameters and plan
   .shardkit/shards/NAME.json         one record per finished shard (the commit point)
   .shardkit/lock                     held (flock) by the one build running into OUT
@@ -62,6 +63,10 @@ _SCRATCH = "tmp"
 # What a build writes at OUT's top (and --overwrite may delete): shards with their .idx, and the metadata.
 LABEL_MAP = "label_map.pbtxt"  # the TF Object Detection API's label map, for a build with objects
 METADATA_NAMES = (MANIFEST, ERRORS, DATASET_INFO, FEATURES, LABEL_MAP)  # beside the shards and the class lists
+TFDS_BUILDER_METADATA = "metadata.json"  # a TFDS builder's own (tfds.core.MetadataDict)
+TFDS_EXTRAS_INPUT = "tfds_extra_files"  # where a reshard's build state lists the files it copied from a TFDS folder
+# Files TFDS reads beside dataset_info.json: class names, a deprecated text encoder's vocabulary, the builder's metadata.
+_TFDS_EXTRAS = ("*" + _LABELS, *(f"*.text.{kind}" for kind in ("subwords", "bytes", "tokens", "tokenizer")), TFDS_BUILDER_METADATA)
 _SHARD = "*-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]"  # and a container's suffix
 _BUILT = (
     *(_SHARD + suffix for suffix in registry.built_suffixes()),
@@ -70,8 +75,14 @@ _BUILT = (
     DATASET_INFO,
     FEATURES,
     LABEL_MAP,
-    "*" + _LABELS,
+    *_TFDS_EXTRAS,
 )
+
+
+def is_tfds_extra(name: str) -> bool:
+    """Whether ``name`` beside ``dataset_info.json`` is a file TFDS reads with the dataset (class
+    names, a text encoder's vocabulary, the builder's metadata), which travels with its shards."""
+    return not name.startswith(".") and any(fnmatch.fnmatchcase(name, p) for p in _TFDS_EXTRAS)
 
 
 def labels_name(key: str) -> str:

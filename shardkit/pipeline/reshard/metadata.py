@@ -52,7 +52,7 @@ def publish(out_dir: str, state: BuildState, shards: list[ShardResult], run: Map
 
         def tfds(out: str, made: Manifest, durable: bool) -> list[str]:
             lengths = {name: [(s.records, s.bytes) for s in split.shards] for name, split in made.splits.items()}
-            return write_tfds_metadata(out, source, lengths, made.parameters.formats, durable)
+            return write_tfds_metadata(out, source, lengths, made.parameters.formats, durable, made.parameters.compression)
 
         return manifest.publish(out_dir, state, shards, run, durable, schema=schema, tfds=tfds)
     features = tfds_features(schema)

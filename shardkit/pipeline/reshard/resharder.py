@@ -115,6 +115,8 @@ def reshard_with(paths: Sequence[str | Path], out: str | Path, options: ReshardO
         workers = options.workers if options.workers is not None else default_workers()
         parameters = options.parameters()
         inputs = {"reshard": [f.to_dict() for f in found.files], "sizing": options.sizing(), "on_error": options.on_error}
+        if found.tfds is not None:  # the files its TFDS metadata copies into OUT: the state's to remove with --overwrite
+            inputs[layout.TFDS_EXTRAS_INPUT] = list(found.tfds.extra_files)
         config = metadata.carried_config(found)
         blob = json.dumps({"config": config, "parameters": parameters.fingerprinted(), "inputs": inputs}, sort_keys=True)
         fingerprint = hashlib.sha256(blob.encode()).hexdigest()[:32]

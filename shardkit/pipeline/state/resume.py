@@ -100,7 +100,8 @@ def _written_names(state: BuildState) -> set[str]:
             shards = [container.shard_name(split, i, plan.num_shards) for i in range(plan.num_shards)]
             names.update(shards, (sidecar for shard in shards for sidecar in container.owned_sidecars(shard)))
     keys = (state.config.get("features") or {}).keys()
-    return {*names, *layout.METADATA_NAMES, *map(layout.labels_name, keys)}
+    copied = state.inputs.get(layout.TFDS_EXTRAS_INPUT) or ()  # a reshard of a TFDS folder's class names, builder metadata
+    return {*names, *layout.METADATA_NAMES, *map(layout.labels_name, keys), *(n for n in copied if layout.is_tfds_extra(n))}
 
 
 class Planned(Protocol):
