@@ -23,8 +23,9 @@ class _UsageLine(click.ClickException):
 @click.argument("paths", nargs=-1, type=click.Path(path_type=str))
 @click.option("-o", "--out", required=True, type=click.Path(path_type=str), help="Output folder (not inside an input's folder).")
 @click.option("--split", help="Put every input file in this split instead of the one its name says.")
-@click.option("--shards", type=click.IntRange(min=1), metavar="M", help="Shards per split.")
-@click.option("--records-per-shard", type=click.IntRange(min=1), metavar="R", help="Or: records per shard.")
+# Plain ints, checked by ReshardOptions: a bad count is its one line, not click's usage block.
+@click.option("--shards", type=int, metavar="M", help="Shards per split.")
+@click.option("--records-per-shard", type=int, metavar="R", help="Or: records per shard.")
 @click.option(
     "--shard-size",
     metavar="SIZE",
@@ -32,11 +33,11 @@ class _UsageLine(click.ClickException):
 )
 @click.option(
     "--multiple-of",
-    type=click.IntRange(min=1),
+    type=int,
     default=1,
     show_default=True,
     metavar="H",
-    help="Round each split's shard count up to a multiple of H (hosts x loader workers), never under H.",
+    help="Round each split's shard count up to a multiple of H (hosts x loader workers), never under H.  [x>=1]",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the global shuffle.")
 @click.option(
