@@ -86,6 +86,7 @@ def _usage_line(args: list[str | Path], cwd: Path) -> str:
     done = run_cli(["reshard", *args], cwd)
     line = one_line_error(done)
     assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [line], done.stderr  # no usage block around it
     return line
 
 
@@ -110,7 +111,12 @@ def test_a_file_that_holds_no_shard_is_one_line_exit_2(tmp_path: Path, kind: str
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "options, says",
-    [([], "no shard files"), (["--shards", "0"], "--shards"), (["--shards", "2", "--records-per-shard", "5"], "give one of them")],
+    [
+        ([], "no shard files"),
+        (["--shards", "0"], "--shards must be at least 1"),
+        (["--multiple-of", "0"], "--multiple-of must be at least 1"),
+        (["--shards", "2", "--records-per-shard", "5"], "give one of them"),
+    ],
 )
 def test_an_empty_folder_or_a_bad_size_is_one_line_exit_2(tmp_path: Path, options: list[str], says: str) -> None:
     folder = tmp_path / "in"
