@@ -34,38 +34,55 @@ def locate(path: str, on_damaged: OnDamaged | None = None) -> Located:
         return _empty(), _empty(), ScanResult(path, "none", 0, 0, "")
     with open(path, "rb") as f:
         mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    kept_starts: list[npt.NDArray[np.int64]] = []
+    kept_lengths: list[npt.NDArray[np.int64]] = []
+    found = 0
     try:
-        starts, end = _frames(mapped, size)
-        lengths = _u64_at(mapped, starts) if len(starts) else np.zeros(0, np.uint64)
-        sound_lengths = mask_all(length_crcs(lengths.astype(np.int64))) == _u32_at(mapped, starts + 8)
-        bad_length = int(np.argmin(sound_lengths)) if not sound_lengths.all() else len(starts)
-        capped = np.minimum(lengths, size).astype(np.int64)  # a damaged length may say anything
-        whole = starts + HEADER_SIZE + capped + FOOTER_SIZE <= size
-        count = min(bad_length, int(np.argmin(whole)) if not whole.all() else len(starts))
-        keep, damaged_at = _payloads(mapped, starts[:count], capped[:count], on_damaged)
-        error = _stopped(size, starts, capped, count, bad_length, end)
-        if damaged_at is not None:  # no on_damaged: the first damaged payload ends the walk
-            found = int(np.count_nonzero(keep[:damaged_at]))
-            return (
-                starts[:damaged_at],
-                capped[:damaged_at],
-                ScanResult(path, "none", found, size, "", "data CRC mismatch", found, int(starts[damaged_at])),
-            )
-        result = ScanResult(path, "none", int(np.count_nonzero(keep)), size, "")
-        if error is not None:
-            reason, offset = error
-            result = ScanResult(path, "none", result.records, size, "", reason, result.records, offset)
-        return starts[:count][keep], capped[:count][keep], result
+        position = 0
+        while position + HEADER_SIZE <= size:  # a window at a time: its pages are let go of once checked
+            window = position
+            starts, position = _frames(mapped, size, position, position + _WINDOW)
+            lengths = _u64_at(mapped, starts)
+            sound_lengths = mask_all(length_crcs(lengths.astype(np.int64))) == _u32_at(mapped, starts + 8)
+            capped = np.minimum(lengths, size).astype(np.int64)  # a damaged length may say anything
+            whole = starts + HEADER_SIZE + capped + FOOTER_SIZE <= size
+            sound = sound_lengths & whole
+            count = int(np.argmin(sound)) if not sound.all() else len(starts)
+            keep, damaged_at = _payloads(mapped, starts[:count], capped[:count], on_damaged)
+            if damaged_at is not None:  # no on_damaged: the first damaged payload ends the walk
+                at = found + damaged_at
+                kept_starts.append(starts[:damaged_at])
+                kept_lengths.append(capped[:damaged_at])
+                return (
+                    _joined(kept_starts),
+                    _joined(kept_lengths),
+                    ScanResult(path, "none", at, size, "", "data CRC mismatch", at, int(starts[damaged_at])),
+                )
+            kept_starts.append(starts[:count][keep])
+            kept_lengths.append(capped[:count][keep])
+            found += int(np.count_nonzero(keep))
+            if count < len(starts):
+                reason = _broken(size, int(starts[count]), int(capped[count]), bool(sound_lengths[count]))
+                return (
+                    _joined(kept_starts),
+                    _joined(kept_lengths),
+                    ScanResult(path, "none", found, size, "", reason, found, int(starts[count])),
+                )
+            mapped.madvise(mmap.MADV_DONTNEED, window, min(position, size) - window)
+        result = ScanResult(path, "none", found, size, "")
+        if position < size:
+            result = ScanResult(path, "none", found, size, "", f"truncated record header ({size - position} of 12 bytes)", found, position)
+        return _joined(kept_starts), _joined(kept_lengths), result
     finally:
         mapped.close()
 
 
-def _frames(mapped: mmap.mmap, size: int) -> tuple[npt.NDArray[np.int64], int]:
-    """Where each frame starts, following the length fields (checked afterwards); and where the walk ended."""
+def _frames(mapped: mmap.mmap, size: int, position: int, window_end: int) -> tuple[npt.NDArray[np.int64], int]:
+    """Where each frame from ``position`` on starts, following the length fields (checked afterwards),
+    until the window ends; and where the next frame would start."""
     starts = array("q")
     add, unpack = starts.append, _LENGTH.unpack_from
-    position = 0
-    while position + HEADER_SIZE <= size:
+    while position + HEADER_SIZE <= size and position < window_end:
         add(position)
         position += unpack(mapped, position)[0] + HEADER_SIZE + FOOTER_SIZE
     return np.frombuffer(starts, np.int64).copy(), position
@@ -75,43 +92,34 @@ def _payloads(
     mapped: mmap.mmap, starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64], on_damaged: OnDamaged | None
 ) -> tuple[npt.NDArray[np.bool_], int | None]:
     """Which payloads' CRCs hold; with no ``on_damaged``, also the first that does not."""
-    view = memoryview(mapped)
-    crc = crc32c.crc32c
     keep = np.ones(len(starts), bool)
-    done = 0
-    while done < len(starts):  # a window at a time: its pages are let go of once checked
-        limit = int(np.searchsorted(starts, starts[done] + _WINDOW, side="right"))
-        first, last = starts[done:limit].tolist(), (starts[done:limit] + HEADER_SIZE + lengths[done:limit]).tolist()
+    if not len(starts):
+        return keep, None
+    crc = crc32c.crc32c
+    first, last = starts.tolist(), (starts + HEADER_SIZE + lengths).tolist()
+    with memoryview(mapped) as view:
         computed = np.array([crc(view[a + HEADER_SIZE : b]) for a, b in zip(first, last, strict=True)], np.uint64)
-        sound = mask_all(computed) == _u32_at(mapped, np.array(last, np.int64))
-        for bad in np.flatnonzero(~sound).tolist():
-            keep[done + bad] = False
-            if on_damaged is None:
-                view.release()
-                return keep, done + bad
-            on_damaged(first[bad], "data CRC mismatch")
-        released = (first[0] // mmap.PAGESIZE) * mmap.PAGESIZE
-        mapped.madvise(mmap.MADV_DONTNEED, released, min(last[-1] + FOOTER_SIZE, len(mapped)) - released)
-        done = limit
-    view.release()
+    sound = mask_all(computed) == _u32_at(mapped, np.array(last, np.int64))
+    for bad in np.flatnonzero(~sound).tolist():
+        keep[bad] = False
+        if on_damaged is None:
+            return keep, bad
+        on_damaged(first[bad], "data CRC mismatch")
     return keep, None
 
 
-def _stopped(
-    size: int, starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64], count: int, bad_length: int, end: int
-) -> tuple[str, int] | None:
-    """Why the walk could not go past its ``count`` sound frames, and at which offset; None: it reached the end."""
-    if count < len(starts):
-        at = int(starts[count])
-        if count == bad_length:
-            return "length CRC mismatch (not a TFRecord file, or damaged)", at
-        remain = size - at - HEADER_SIZE
-        if remain >= lengths[count]:
-            return f"truncated record footer ({remain - int(lengths[count])} of 4 bytes)", at
-        return f"truncated record (length field says {int(lengths[count])} bytes, {remain} remain)", at
-    if end < size:
-        return f"truncated record header ({size - end} of 12 bytes)", end
-    return None
+def _broken(size: int, at: int, length: int, sound_length: bool) -> str:
+    """Why the walk cannot go past the frame at ``at``: its length field, or the file ending inside it."""
+    if not sound_length:
+        return "length CRC mismatch (not a TFRecord file, or damaged)"
+    remain = size - at - HEADER_SIZE
+    if remain >= length:
+        return f"truncated record footer ({remain - length} of 4 bytes)"
+    return f"truncated record (length field says {length} bytes, {remain} remain)"
+
+
+def _joined(parts: list[npt.NDArray[np.int64]]) -> npt.NDArray[np.int64]:
+    return np.concatenate(parts) if parts else _empty()
 
 
 def _u64_at(mapped: mmap.mmap, offsets: npt.NDArray[np.int64]) -> npt.NDArray[np.uint64]:

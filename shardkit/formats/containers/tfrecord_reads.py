@@ -111,7 +111,9 @@ class MappedTFRecord:
     """One local TFRecord file mapped into memory, read by the frame offsets ``locate`` found.
 
     The walk that found them checked every CRC, so a read here is a slice of the page cache: no
-    second checksum, no seek. Opened on first use in each process, and picklable as its path.
+    second checksum, no seek. After each read the mapping's pages are let go of (the page cache
+    keeps them), so a process reading at random from many large files holds none of them.
+    Opened on first use in each process, and picklable as its path.
     """
 
     def __init__(self, path: str) -> None:
@@ -122,7 +124,9 @@ class MappedTFRecord:
         if self._map is None:
             self._map = _mapped(self.path)
         view = self._map
-        return [view[start + HEADER_SIZE : start + HEADER_SIZE + length] for start, length in zip(locators, lengths, strict=True)]
+        records = [view[start + HEADER_SIZE : start + HEADER_SIZE + length] for start, length in zip(locators, lengths, strict=True)]
+        view.madvise(mmap.MADV_DONTNEED)
+        return records
 
     def close(self) -> None:
         if self._map is not None:
