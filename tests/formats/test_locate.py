@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from shardkit.formats.containers import registry, tfrecord_io
+from shardkit.formats.containers import registry, tfrecord_io, tfrecord_locate
 from tests.arread import needs_array_record
 from tests.formats.test_arrayrecord_io import damage, write
 
@@ -113,9 +113,13 @@ def test_a_tfrecord_header_is_recognised_whatever_the_name() -> None:
     assert found is not None and (found[0].name, found[1]) == ("tfrecord", "none")
 
 
-def test_locate_finds_what_the_checking_walk_finds_wherever_a_file_is_damaged(tmp_path: Path) -> None:
+@pytest.mark.parametrize("window", [64 << 20, 1000])  # one window, and many (a window is 64 MB)
+def test_locate_finds_what_the_checking_walk_finds_wherever_a_file_is_damaged(
+    tmp_path: Path, window: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Flipped bytes anywhere and cuts at any length: the same sound records, the same first
     problem at the same offset as ``verify``'s walk (``tfrecord_scan``)."""
+    monkeypatch.setattr(tfrecord_locate, "_WINDOW", window)
     rng = random.Random(11)
     records = [rng.randbytes(rng.randrange(0, 300)) for _ in range(25)]
     clean = b"".join(tfrecord_io.frame(r) for r in records)

@@ -68,7 +68,8 @@ def locate(path: str, on_damaged: OnDamaged | None = None) -> Located:
                     _joined(kept_lengths),
                     ScanResult(path, "none", found, size, "", reason, found, int(starts[count])),
                 )
-            mapped.madvise(mmap.MADV_DONTNEED, window, min(position, size) - window)
+            released = window - window % mmap.PAGESIZE  # madvise takes whole pages
+            mapped.madvise(mmap.MADV_DONTNEED, released, min(position, size) - released)
         result = ScanResult(path, "none", found, size, "")
         if position < size:
             result = ScanResult(path, "none", found, size, "", f"truncated record header ({size - position} of 12 bytes)", found, position)
