@@ -1,6 +1,6 @@
 """Write one reshard shard: its run of plan rows -> the records, read where the plan found them -> its files.
 
-Records are read in batches of at most 8,192 records or 32 MB, each input file mapped or opened
+Records are read in batches of at most 8,192 records or 8 MB, each input file mapped or opened
 once per task, and handed to every container's writer as one batch. The bytes of a record are
 never changed. Nothing is decoded, and TensorFlow is never imported.
 """
@@ -24,7 +24,7 @@ from shardkit.pipeline.shard.shard_files import ShardWriters, WrittenShard
 from shardkit.storage import location
 
 BATCH_RECORDS = 8192
-BATCH_BYTES = 32 << 20
+BATCH_BYTES = 8 << 20  # a batch is held about four times (records, arrow array, framed, written): 8 MB keeps a worker small
 
 Progress = Callable[[int], None]
 Stop = Callable[[], None]
