@@ -6,7 +6,20 @@ from typing import Any
 
 import click
 
-from shardkit.cli.options import ALLOW_OUTSIDE_ROOT, ALLOW_SCHEME, QUIET, PathOrURL, node_share
+from shardkit.cli.options import (
+    ALLOW_OUTSIDE_ROOT,
+    ALLOW_SCHEME,
+    COMPRESSION,
+    EXECUTOR,
+    FORMAT,
+    FSYNC,
+    INDEX,
+    QUIET,
+    SCHEDULER,
+    PathOrURL,
+    executor_named,
+    node_share,
+)
 from shardkit.cli.reporting import friendly_errors
 from shardkit.output import layout
 from shardkit.units import plural
@@ -61,18 +74,8 @@ from shardkit.units import plural
     show_default=True,
     help="Add a string feature source_id to every record: its input (index-file:line, or the path under --from-folder).",
 )
-@click.option(
-    "--format",
-    "format_",
-    default="tfrecord",
-    show_default=True,
-    metavar="NAMES",
-    help="Shard container: tfrecord, arrayrecord (random access for Grain and JAX; needs shardkit[arrayrecord]), "
-    "or both from one plan: tfrecord,arrayrecord (each record encoded once, the same bytes in both).",
-)
-@click.option(
-    "--compression", type=click.Choice(["none", "gzip"]), default="none", show_default=True, help="TFRecord shards: GZIP each file."
-)
+@FORMAT
+@COMPRESSION
 @click.option(
     "--on-error",
     type=click.Choice(["fail", "skip"]),
@@ -81,32 +84,10 @@ from shardkit.units import plural
     help=f"On a bad entry: stop naming file and line, or skip it and list it in OUT/{layout.ERRORS}.",
 )
 @click.option("--overwrite", is_flag=True, help="Replace a different build already in OUT.")
-@click.option(
-    "--fsync/--no-fsync",
-    default=True,
-    show_default=True,
-    help="Flush each shard to stable storage before committing it. --no-fsync is for scratch disks: "
-    "a killed build still resumes safely, but a power cut may lose recently finished shards.",
-)
-@click.option(
-    "--index/--no-index",
-    default=True,
-    show_default=True,
-    help="Write NAME.idx beside each uncompressed shard (offset and length per record, for DALI and PyTorch readers).",
-)
-@click.option(
-    "--executor",
-    type=click.Choice(["local", "dask"]),
-    default="local",
-    show_default=True,
-    help="local: a process pool on this machine; dask: every shard task on a Dask cluster.",
-)
-@click.option(
-    "--scheduler",
-    envvar="SHARDKIT_DASK_SCHEDULER",
-    metavar="tcp://HOST:8786",
-    help="Dask scheduler address for --executor dask [env: SHARDKIT_DASK_SCHEDULER].",
-)
+@FSYNC
+@INDEX
+@EXECUTOR
+@SCHEDULER
 @click.option("--num-nodes", type=click.IntRange(min=1), help="Split the plan over N batch nodes [default: SLURM_ARRAY_TASK_COUNT or 1].")
 @click.option(
     "--node-index",
@@ -138,13 +119,7 @@ def build(
     # The options named above differ from BuildOptions' fields and are translated; the rest are its
     # fields by name, checked where it is made.
     nodes, node = node_share(num_nodes, node_index)
-    dask_executor = None
-    if executor == "dask":
-        if not scheduler:
-            raise click.UsageError("--executor dask needs --scheduler tcp://HOST:PORT (or SHARDKIT_DASK_SCHEDULER)")
-        from shardkit.executors import DaskExecutor
-
-        dask_executor = DaskExecutor(scheduler)
+    dask_executor = executor_named(executor, scheduler)
     built = BuildOptions(
         format=format_,
         compression=None if compression == "none" else compression,

@@ -87,3 +87,55 @@ ALLOW_SCHEME = click.option(
 def workers(what: str) -> Callable[[F], F]:
     """``-w/--workers``: how many ``what`` run in parallel."""
     return click.option("-w", "--workers", type=click.IntRange(min=1), help=f"{what} in parallel (default: the usable cores).")
+
+
+# What a build and a reshard write, and where their shard tasks run: the same options for both.
+FORMAT = click.option(
+    "--format",
+    "format_",
+    default="tfrecord",
+    show_default=True,
+    metavar="NAMES",
+    help="Shard container: tfrecord, arrayrecord (random access for Grain and JAX; needs shardkit[arrayrecord]), "
+    "or both from one plan: tfrecord,arrayrecord (each record encoded once, the same bytes in both).",
+)
+COMPRESSION = click.option(
+    "--compression", type=click.Choice(["none", "gzip"]), default="none", show_default=True, help="TFRecord shards: GZIP each file."
+)
+FSYNC = click.option(
+    "--fsync/--no-fsync",
+    default=True,
+    show_default=True,
+    help="Flush each shard to stable storage before committing it. --no-fsync is for scratch disks: "
+    "a killed run still resumes safely, but a power cut may lose recently finished shards.",
+)
+INDEX = click.option(
+    "--index/--no-index",
+    default=True,
+    show_default=True,
+    help="Write NAME.idx beside each uncompressed shard (offset and length per record, for DALI and PyTorch readers).",
+)
+EXECUTOR = click.option(
+    "--executor",
+    type=click.Choice(["local", "dask"]),
+    default="local",
+    show_default=True,
+    help="local: a process pool on this machine; dask: every shard task on a Dask cluster.",
+)
+SCHEDULER = click.option(
+    "--scheduler",
+    envvar="SHARDKIT_DASK_SCHEDULER",
+    metavar="tcp://HOST:8786",
+    help="Dask scheduler address for --executor dask [env: SHARDKIT_DASK_SCHEDULER].",
+)
+
+
+def executor_named(executor: str, scheduler: str | None) -> Any:
+    """The executor ``--executor``/``--scheduler`` name: None for the local pool, or a ``DaskExecutor``."""
+    if executor != "dask":
+        return None
+    if not scheduler:
+        raise click.UsageError("--executor dask needs --scheduler tcp://HOST:PORT (or SHARDKIT_DASK_SCHEDULER)")
+    from shardkit.executors import DaskExecutor
+
+    return DaskExecutor(scheduler)

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from shardkit.cli.options import QUIET, workers
+from shardkit.cli.options import COMPRESSION, EXECUTOR, FORMAT, FSYNC, INDEX, QUIET, SCHEDULER, executor_named, workers
 from shardkit.cli.reporting import friendly_errors
 from shardkit.errors import UsageError
 from shardkit.output import layout
@@ -47,18 +47,9 @@ class _UsageLine(click.ClickException):
     help="A uniform permutation of each split's records across all inputs (every shard a uniform sample of its split). "
     "--no-shuffle keeps the inputs' order.",
 )
-@click.option(
-    "--format",
-    "format_",
-    default="tfrecord",
-    show_default=True,
-    metavar="NAMES",
-    help="Output container: tfrecord, arrayrecord (for Grain and JAX; needs shardkit[arrayrecord]), or both: tfrecord,arrayrecord.",
-)
-@click.option(
-    "--compression", type=click.Choice(["none", "gzip"]), default="none", show_default=True, help="TFRecord shards: GZIP each file."
-)
-@click.option("--index/--no-index", default=True, show_default=True, help="Write NAME.idx beside each uncompressed TFRecord shard.")
+@FORMAT
+@COMPRESSION
+@INDEX
 @workers("Files indexed and shards written")
 @click.option(
     "--on-error",
@@ -68,20 +59,9 @@ class _UsageLine(click.ClickException):
     help=f"On a damaged record: stop, naming its file and byte offset, or leave it out and list it in OUT/{layout.ERRORS}.",
 )
 @click.option("--overwrite", is_flag=True, help="Replace a different build or reshard already in OUT.")
-@click.option("--fsync/--no-fsync", default=True, show_default=True, help="Flush each shard to stable storage before committing it.")
-@click.option(
-    "--executor",
-    type=click.Choice(["local", "dask"]),
-    default="local",
-    show_default=True,
-    help="local: a process pool on this machine; dask: every shard task on a Dask cluster whose workers see OUT's folder.",
-)
-@click.option(
-    "--scheduler",
-    envvar="SHARDKIT_DASK_SCHEDULER",
-    metavar="tcp://HOST:8786",
-    help="Dask scheduler address for --executor dask [env: SHARDKIT_DASK_SCHEDULER].",
-)
+@FSYNC
+@EXECUTOR
+@SCHEDULER
 @QUIET
 @click.option("--progress", "force_progress", is_flag=True, help="Show the progress bars even when stderr is not a terminal.")
 @friendly_errors
@@ -103,13 +83,7 @@ def reshard(
     """
     from shardkit.api import ReshardOptions, reshard_with
 
-    dask_executor = None
-    if executor == "dask":
-        if not scheduler:
-            raise click.UsageError("--executor dask needs --scheduler tcp://HOST:PORT (or SHARDKIT_DASK_SCHEDULER)")
-        from shardkit.executors import DaskExecutor
-
-        dask_executor = DaskExecutor(scheduler)
+    dask_executor = executor_named(executor, scheduler)
     try:
         made = ReshardOptions(
             executor=dask_executor,

@@ -18,7 +18,7 @@ from typing import IO, Protocol
 import crc32c
 
 from shardkit.errors import ShardkitError
-from shardkit.formats.containers.adapter import OnDamaged, OnFrame, OnRecord, ScanResult
+from shardkit.formats.containers.adapter import OnFrame, OnRecord, ScanResult
 from shardkit.formats.containers.masked_crc import mask
 from shardkit.formats.containers.tfrecord_io import FOOTER_SIZE, HEADER_SIZE
 from shardkit.storage import location
@@ -163,14 +163,12 @@ def scan(
     limit: int | None = None,
     checksum: bool = True,
     on_frame: OnFrame | None = None,
-    on_damaged: OnDamaged | None = None,
 ) -> ScanResult:
     """Walk every record of ``path`` (or the first ``limit``), checking framing and CRCs.
 
     Never raises for bad data: the first problem is returned in the result. ``on_record`` sees
     each valid payload (records over 8 MB are gathered from pieces; over 256 MB they are reported,
-    since parsing needs them whole). ``on_damaged`` sees the stream offset of each record whose
-    data CRC is wrong, and the walk goes on past it (its length field was sound).
+    since parsing needs them whole).
     With ``checksum`` the whole file is read for its CRC32C even when the walk stops early.
     """
     remote = location.is_url(path)
@@ -197,14 +195,14 @@ def scan(
         kind = detect_compression(head) if compression == "auto" else compression
         source = _Source(stream, kind)
         try:
-            records, error, offset = _walk(source, on_record, limit, kind, on_frame, on_damaged)
+            records, error, offset = _walk(source, on_record, limit, kind, on_frame)
             while checksum and source.read_raw():
                 pass  # the walk stopped early: finish the file checksum
         except (OSError, ShardkitError) as exc:
             return ScanResult(path, kind, 0, source.file_bytes, "", f"cannot read: {_reason(path, exc)}")
         if error and records == 0 and kind == "zlib" and compression == "auto" and error.startswith("cannot read zlib"):
             f.close()
-            return scan(path, "none", on_record, limit, checksum, on_frame, on_damaged)  # only guessed zlib: a damaged plain file
+            return scan(path, "none", on_record, limit, checksum, on_frame)  # only guessed zlib: a damaged plain file
         result = ScanResult(path, kind, records, source.file_bytes, f"{source.file_crc:08x}" if checksum else "")
         if error:
             return dataclasses.replace(result, error=error, error_record=records, error_offset=offset)
@@ -243,16 +241,11 @@ def _without(path: str, exc: BaseException) -> str:
 
 
 def _walk(
-    source: _Source,
-    on_record: OnRecord | None,
-    limit: int | None,
-    kind: str = "none",
-    on_frame: OnFrame | None = None,
-    on_damaged: OnDamaged | None = None,
+    source: _Source, on_record: OnRecord | None, limit: int | None, kind: str = "none", on_frame: OnFrame | None = None
 ) -> tuple[int, str | None, int]:
     """The record loop: returns (valid records, first error or None, stream offset of the error)."""
     try:
-        return _walk_records(source, on_record, limit, on_frame, on_damaged)
+        return _walk_records(source, on_record, limit, on_frame)
     except _StreamError as exc:
         return exc.records, f"cannot read {kind} data: {exc.reason}", exc.offset
 
@@ -262,9 +255,7 @@ class _StreamError(Exception):
         self.records, self.offset, self.reason = records, offset, reason
 
 
-def _walk_records(
-    source: _Source, on_record: OnRecord | None, limit: int | None, on_frame: OnFrame | None, on_damaged: OnDamaged | None
-) -> tuple[int, str | None, int]:
+def _walk_records(source: _Source, on_record: OnRecord | None, limit: int | None, on_frame: OnFrame | None) -> tuple[int, str | None, int]:
     buf = bytearray(CHUNK)
     view = memoryview(buf)
     start = end = 0  # valid unread bytes are buf[start:end]
@@ -307,12 +298,7 @@ def _walk_records(
             payload = view[start + HEADER_SIZE : payload_end]
             c = crc(payload)
             if mask(c) != unpack_u32(buf, payload_end)[0]:
-                if on_damaged is None:
-                    return records, "data CRC mismatch", offset
-                on_damaged(offset, "data CRC mismatch")
-                start += need
-                offset += need
-                continue
+                return records, "data CRC mismatch", offset
             if on_record is not None:
                 on_record(records, offset, payload)
             start += need
@@ -340,12 +326,7 @@ def _walk_records(
             if not fill(FOOTER_SIZE):
                 return records, f"truncated record footer ({end - start} of 4 bytes)", offset
             if mask(running) != unpack_u32(buf, start)[0]:
-                if on_damaged is None:
-                    return records, "data CRC mismatch", offset
-                on_damaged(offset, "data CRC mismatch")
-                start += FOOTER_SIZE
-                offset += need
-                continue
+                return records, "data CRC mismatch", offset
             if too_big:
                 return records, f"a {length}-byte record, over the {MAX_PARSED_RECORD >> 20} MB that can be parsed", offset
             if on_record is not None and collected is not None:

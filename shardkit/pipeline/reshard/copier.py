@@ -18,9 +18,8 @@ import pyarrow as pa
 from shardkit.formats.containers import registry
 from shardkit.formats.containers.adapter import LocatedReader
 from shardkit.formats.example_decoder import ExampleDecoder
-from shardkit.output.shard_record import ShardFile, ShardResult
 from shardkit.pipeline.reshard.task import ReshardTask
-from shardkit.pipeline.shard.shard_files import ShardWriters, WrittenShard
+from shardkit.pipeline.shard.shard_files import ShardWriters, WrittenShard, shard_result
 from shardkit.storage import location
 
 BATCH_RECORDS = 8192
@@ -60,27 +59,7 @@ def copy_shard(task: ReshardTask, progress: Progress | None = None, tick_every: 
             reader.close()
     if progress is not None and pending:
         progress(pending)
-    primary, twins = files[0], files[1:]
-    result = ShardResult(
-        name=task.name,
-        split=task.split,
-        index=task.index,
-        num_shards=task.num_shards,
-        records=primary.written.records,
-        bytes=primary.written.size,
-        crc32c=primary.written.crc32c,
-        entries=primary.written.records,
-        covers=(),
-        skipped=(),
-        lengths={},
-        sizes={},
-        fingerprint=settings.fingerprint,
-        seconds=round(time.perf_counter() - started, 3),
-        index_file=None if primary.sidecar is None else primary.sidecar[0],
-        labels=labels.counts,
-        format=primary.container.name,
-        twins=tuple(ShardFile(t.container.name, t.name, t.written.size, t.written.crc32c, t.sidecar and t.sidecar[0]) for t in twins),
-    )
+    result = shard_result(task, files, started, entries=files[0].written.records, labels=labels.counts)
     return WrittenShard(task, result, files)
 
 

@@ -8,13 +8,14 @@ its record, and ``commit`` publishes them (renamed, or uploaded) and then the re
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any, Protocol
 
 from shardkit.errors import StateError
 from shardkit.formats.containers.adapter import ShardContainer, ShardWriter, WrittenFile
 from shardkit.output import layout
 from shardkit.output.build_state import current_fingerprint
-from shardkit.output.shard_record import ShardResult, write_shard_record
+from shardkit.output.shard_record import ShardFile, ShardResult, write_shard_record
 from shardkit.storage import atomic, location
 
 
@@ -125,6 +126,43 @@ class ShardWriters:
             writer.abandon()
         for _, _, temp in self.files:
             atomic.remove_quietly(temp)
+
+
+def shard_result(
+    task: ShardJob,
+    files: tuple[StagedFile, ...],
+    started: float,
+    *,
+    entries: int,
+    covers: tuple[tuple[str, int, int], ...] = (),
+    skipped: tuple[tuple[str, int, str], ...] = (),
+    lengths: dict[str, tuple[int, int]] | None = None,
+    sizes: dict[str, tuple[int, int, int, int, tuple[int, ...]]] | None = None,
+    labels: dict[str, dict[str, int] | None] | None = None,
+) -> ShardResult:
+    """The shard's record: what its files hold (the primary, and its twins in the other containers)
+    and what the job counted of its records."""
+    primary, twins = files[0], files[1:]
+    return ShardResult(
+        name=task.name,
+        split=task.split,
+        index=task.index,
+        num_shards=task.num_shards,
+        records=primary.written.records,
+        bytes=primary.written.size,
+        crc32c=primary.written.crc32c,
+        entries=entries,
+        covers=covers,
+        skipped=skipped,
+        lengths=lengths or {},
+        sizes=sizes or {},
+        fingerprint=task.settings.fingerprint,
+        seconds=round(time.perf_counter() - started, 3),
+        index_file=None if primary.sidecar is None else primary.sidecar[0],
+        labels=labels or {},
+        format=primary.container.name,
+        twins=tuple(ShardFile(t.container.name, t.name, t.written.size, t.written.crc32c, t.sidecar and t.sidecar[0]) for t in twins),
+    )
 
 
 def check_still_ours(task: ShardJob) -> None:

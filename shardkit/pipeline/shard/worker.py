@@ -19,7 +19,6 @@ from typing import Any
 from shardkit.errors import EntryError, cut
 from shardkit.formats import image_headers
 from shardkit.output import layout
-from shardkit.output.shard_record import ShardFile, ShardResult
 from shardkit.pipeline.inputs.entries import Entry
 from shardkit.pipeline.plan.arithmetic import record_key
 from shardkit.pipeline.plan.plan_file import read_entries
@@ -27,7 +26,7 @@ from shardkit.pipeline.plan.tasks import ShardTask
 from shardkit.pipeline.shard.batches import BatchMaker
 from shardkit.pipeline.shard.batches import applies as batched
 from shardkit.pipeline.shard.records import RecordMaker
-from shardkit.pipeline.shard.shard_files import ShardWriters, WrittenShard
+from shardkit.pipeline.shard.shard_files import ShardWriters, WrittenShard, shard_result
 from shardkit.storage import atomic, location
 
 Progress = Callable[[int], None]
@@ -109,26 +108,16 @@ def write_shard(task: ShardTask, progress: Progress | None = None, tick_every: f
             spread.close()
     tally.flush()
     stats = batches.stats if batches is not None else maker.stats  # type: ignore[union-attr]
-    primary, twins = files[0], files[1:]
-    result = ShardResult(
-        name=task.name,
-        split=task.split,
-        index=task.index,
-        num_shards=task.num_shards,
-        records=primary.written.records,
-        bytes=primary.written.size,
-        crc32c=primary.written.crc32c,
+    result = shard_result(
+        task,
+        files,
+        started,
         entries=task.entries.entries - len(tally.skipped),
         covers=_covers(tally.inputs),  # shuffled shards hold scattered lines: each record's source_id names its input
         skipped=tuple(tally.skipped),
         lengths=stats.lengths,
         sizes=stats.sizes,
-        fingerprint=settings.fingerprint,
-        seconds=round(time.perf_counter() - started, 3),
-        index_file=None if primary.sidecar is None else primary.sidecar[0],
         labels=stats.labels,
-        format=primary.container.name,
-        twins=tuple(ShardFile(t.container.name, t.name, t.written.size, t.written.crc32c, t.sidecar and t.sidecar[0]) for t in twins),
     )
     return WrittenShard(task, result, files)
 
