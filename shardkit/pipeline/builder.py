@@ -366,9 +366,8 @@ def progress_bar(what: str, unit: str, progress: bool | None, total: int | None 
     from tqdm import tqdm
 
     show = sys.stderr.isatty() if progress is None else progress
-    return tqdm(
-        desc=what, total=total, initial=initial, unit=unit, unit_scale=total is None, disable=not show, dynamic_ncols=True, smoothing=0.1
-    )
+    scale = total is None or unit == "B"  # bytes read as 192M/348M, 64.5MB/s
+    return tqdm(desc=what, total=total, initial=initial, unit=unit, unit_scale=scale, disable=not show, dynamic_ncols=True, smoothing=0.1)
 
 
 def _execute(
