@@ -240,8 +240,9 @@ def bench(case: str, args: argparse.Namespace) -> None:
     folder, made = make_data(args.data, case, args.scale)
     size = sum(made["sizes"].values())
     payload = size / made["records"] - 16  # a record's framing: length, its CRC, the data's CRC
-    print(f"\n# ({case}) {folder}: {made['records']:,} records of {payload:,.0f} bytes on average in "
-          f"{len(made['sizes'])} files, {size / 1e6:,.1f} MB", flush=True)  # fmt: skip
+    smallest, largest = min(made["sizes"].values()) / 1e6, max(made["sizes"].values()) / 1e6
+    print(f"\n# ({case}) {folder}: {made['records']:,} records of {payload:,.0f} bytes on average in {len(made['sizes'])} "
+          f"files of {smallest:,.1f} to {largest:,.1f} MB, {size / 1e6:,.1f} MB", flush=True)  # fmt: skip
     subprocess.run(["sh", "-c", 'cat "$@" > /dev/null', "sh", *map(str, sorted(folder.glob("*.tfrecord")))], check=True)
     out = args.data / f"out-{os.getpid()}"  # this run's: another run may share the data folder
     todo = commands(folder, out, args)
@@ -250,7 +251,8 @@ def bench(case: str, args: argparse.Namespace) -> None:
         medians = report(case, runs, made["records"])
         if timeline:
             print(f"shardkit's last run: {timeline}")
-        print(f"check: every input record once, bytes unchanged, in each output ({'; '.join(checks)})")
+        if checks:
+            print(f"check: every input record once, bytes unchanged, in each output ({'; '.join(checks)})")
         if case == "a" and args.resume and "shardkit" in todo:
             resume(todo["shardkit"], out / "shardkit", medians["shardkit"], hashes, args.shards)
     finally:
