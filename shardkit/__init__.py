@@ -11,6 +11,7 @@ The public Python API, one function per command (``shardkit.api`` holds them)::
     shardkit.write_idx_files(paths)                     -> list[IndexReport] shardkit index
     shardkit.materialize_snapshot(src, snap, preprocess) -> SnapshotResult   shardkit snapshot-materialize
     shardkit.preview(paths, out=None, ...)              -> PIL.Image.Image   shardkit preview
+    shardkit.reshard(paths, out, shards=..., seed=...)  -> ReshardResult     shardkit reshard
 
 Also public: ``shardkit.errors`` (what the functions raise), ``shardkit.executors``
 (``DaskExecutor``, ...), ``shardkit.tfdata.load`` and ``shardkit.reader.ShardReader``. The
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
         BuildResult,
         FileReport,
         IndexReport,
+        ReshardOptions,
+        ReshardResult,
         SnapshotResult,
         VerifyReport,
         build,
@@ -40,6 +43,7 @@ if TYPE_CHECKING:
         inspect,
         materialize_snapshot,
         preview,
+        reshard,
         verify,
         write_idx_files,
     )
@@ -49,6 +53,8 @@ __all__ = [
     "BuildResult",
     "FileReport",
     "IndexReport",
+    "ReshardOptions",
+    "ReshardResult",
     "SnapshotResult",
     "VerifyReport",
     "__version__",
@@ -59,6 +65,7 @@ __all__ = [
     "inspect",
     "materialize_snapshot",
     "preview",
+    "reshard",
     "verify",
     "write_idx_files",
 ]

@@ -18,6 +18,8 @@ from shardkit.formats.containers.registry import IndexReport, write_indexes
 from shardkit.output.found import expand
 from shardkit.pipeline.builder import BuildResult, build, build_with, finalize
 from shardkit.pipeline.options import BuildOptions
+from shardkit.pipeline.reshard.options import ReshardOptions
+from shardkit.pipeline.reshard.resharder import ReshardResult, reshard
 from shardkit.read.materialize import DEFAULT_NUM_SHARDS, SnapshotResult
 from shardkit.view.preview import preview
 
@@ -26,6 +28,8 @@ __all__ = [
     "BuildResult",
     "FileReport",
     "IndexReport",
+    "ReshardOptions",
+    "ReshardResult",
     "SnapshotResult",
     "VerifyReport",
     "build",
@@ -35,6 +39,7 @@ __all__ = [
     "inspect",
     "materialize_snapshot",
     "preview",
+    "reshard",
     "verify",
     "write_idx_files",
 ]

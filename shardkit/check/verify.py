@@ -18,7 +18,6 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from shardkit.check.inspection import sniff
 from shardkit.errors import Interrupted, ShardkitError
 from shardkit.features.registry import of_entry
 from shardkit.formats import label_map
@@ -26,6 +25,7 @@ from shardkit.formats.containers import registry
 from shardkit.formats.containers.adapter import ScanResult, ShardContainer
 from shardkit.formats.example_proto import BYTES, DecodeError, decode_example
 from shardkit.formats.image_headers import ImageProblem, decoded_size
+from shardkit.formats.record_survey import sniff
 from shardkit.interrupts import quiet_pool, stop_pool
 from shardkit.output import layout
 from shardkit.output.found import Output, expand

@@ -68,19 +68,25 @@ class SkippedEntry:
     """An entry left out with ``--on-error skip``: one line of ``errors.jsonl``."""
 
     split: str
-    source: str  # the index file, or the folder
+    source: str  # the index file, or the folder (a reshard's: the shard file)
     line: int
     reason: str
+    offset: int | None = None  # a reshard's damaged record: its byte offset (an ArrayRecord file's: its number)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "reason", cut(self.reason))  # a 20 MB file name is no 20 MB line
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        raw = dataclasses.asdict(self)
+        if self.offset is None:
+            del raw["offset"]  # as builds have always written it
+        else:
+            del raw["line"]  # a shard file has no lines
+        return raw
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> SkippedEntry:
-        return cls(raw["split"], raw["source"], raw["line"], raw["reason"])
+        return cls(raw["split"], raw["source"], raw.get("line", 0), raw["reason"], raw.get("offset"))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -168,7 +168,9 @@ def build_with(indexes: Sequence[str | Path], out: str | Path, options: BuildOpt
             held.callback(stopped.remove_temps, out_dir, reached, num_nodes)
             if num_nodes == 1:
                 shutil.rmtree(layout.scratch_dir(out_dir), ignore_errors=True)  # a killed build's half plan: ours alone
-            state = resume.prepare_state(out_dir, fingerprint, cfg, parameters, inputs, options.overwrite, multi_node=num_nodes > 1)
+            state = resume.prepare_state(
+                out_dir, fingerprint, cfg.to_dict(), parameters, inputs, options.overwrite, multi_node=num_nodes > 1
+            )
             if not resume.has_plan(out_dir, state):
                 state = _plan(out_dir, state, splits, cfg, options, workers)
             if num_nodes > 1 and state.nodes not in (None, num_nodes):
@@ -260,7 +262,7 @@ def _plan(out_dir: str, state: BuildState, splits: dict[str, SplitInput], cfg: C
     with atomic.naming(scratch):
         os.makedirs(scratch)
     try:
-        with atomic.naming(layout.state_dir(out_dir)), _bar("planning", " entries", options.progress) as bar:
+        with atomic.naming(layout.state_dir(out_dir)), progress_bar("planning", " entries", options.progress) as bar:
             plan = make_plan(
                 splits,
                 cfg,
@@ -275,7 +277,7 @@ def _plan(out_dir: str, state: BuildState, splits: dict[str, SplitInput], cfg: C
                 stage_rows=not location.is_url(out_dir),
             )
         name = layout.plan_name(state.fingerprint)
-        _publish_plan(scratch, location.join(layout.state_dir(out_dir), name), options.fsync)
+        publish_plan(scratch, location.join(layout.state_dir(out_dir), name), options.fsync)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
         if options.num_nodes == 1:  # other nodes may be about to plan in it (a killed node's leftovers stay until the manifest)
@@ -312,7 +314,7 @@ def _lock(held: contextlib.ExitStack, out_dir: str, num_nodes: int, node_index: 
     return lock
 
 
-def _publish_plan(scratch: str, folder: str, fsync: bool) -> None:
+def publish_plan(scratch: str, folder: str, fsync: bool) -> None:
     """The planned files as ``.shardkit/plan-<fingerprint>``: the folder renamed into place, or each
     file uploaded unless one is there (a plan is the same bytes whoever makes it: the first stands)."""
     if location.is_url(folder):
@@ -359,7 +361,7 @@ def _publish_outputs(out_dir: str, state: BuildState, shards: list[ShardResult],
     return made
 
 
-def _bar(what: str, unit: str, progress: bool | None, total: int | None = None, initial: int = 0) -> Any:
+def progress_bar(what: str, unit: str, progress: bool | None, total: int | None = None, initial: int = 0) -> Any:
     """The one progress bar of a build step: on a terminal, or when asked for (``progress=True``)."""
     from tqdm import tqdm
 
@@ -379,7 +381,7 @@ def _execute(
 ) -> list[ShardResult]:
     total = sum(t.entries.entries for t in tasks) * cfg.records_per_entry
     initial = sum(r.records for r in done.values())
-    with _bar("building", "rec", progress, total, initial) as bar:
+    with progress_bar("building", "rec", progress, total, initial) as bar:
         shards_done = len(done)
 
         def on_progress(n: int) -> None:

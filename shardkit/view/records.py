@@ -23,13 +23,13 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from shardkit.check.inspection import sniff
 from shardkit.errors import ShardkitError, UsageError
 from shardkit.features.drawn import Overlay
 from shardkit.features.registry import KINDS, of_entry
 from shardkit.formats import image_codec, image_headers
 from shardkit.formats.containers import registry
 from shardkit.formats.example_proto import BYTES, INT64, DecodeError, decode_example
+from shardkit.formats.record_survey import sniff
 from shardkit.output.found import Output, expand
 from shardkit.read.random_access import ShardReader
 from shardkit.view.sheet import Tile, render

@@ -14,12 +14,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import shardkit
-from shardkit.check.inspection import infer
 from shardkit.check.verify import verify
 from shardkit.cli import main
 from shardkit.formats.containers import tfrecord_scan
 from shardkit.formats.containers.masked_crc import masked_crc
 from shardkit.formats.containers.tfrecord_io import frame
+from shardkit.formats.record_survey import infer
 
 
 def write_tf_records(path: Path, compression: str = "") -> None:

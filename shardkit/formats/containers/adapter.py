@@ -22,6 +22,8 @@ from shardkit.errors import UsageError
 
 OnRecord = Callable[[int, int, memoryview], None]  # (record index, offset in the record stream, payload)
 OnFrame = Callable[[int, int], None]  # (stream offset, stored length) of every valid record
+OnLocated = Callable[[int, int], None]  # (locator, payload length) of every sound record: what ``read_located`` takes
+OnDamaged = Callable[[int, str], None]  # (locator, reason) of a record whose data is damaged: the walk goes on past it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,6 +88,16 @@ class RecordReader(Protocol):
         ...
 
 
+class LocatedReader(Protocol):
+    """One local file's records read where ``ShardContainer.locate`` found them, in any order."""
+
+    def read(self, locators: Sequence[int], lengths: Sequence[int]) -> list[bytes]:
+        """The payloads at ``locators`` (their ``lengths`` as ``locate`` gave them), in that order."""
+        ...
+
+    def close(self) -> None: ...
+
+
 class ShardWriter(abc.ABC):
     """Appends records to one shard's temp file. OS errors while writing are ``WriteError``s
     naming the shard's final name (the file the user knows), not the temp file."""
@@ -115,6 +127,7 @@ class ShardContainer(abc.ABC):
     tfds_file_format: ClassVar[str]  # dataset_info.json's fileFormat, for tfds.builder_from_directory
     indexes_itself: ClassVar[bool] = False  # random access built in: ``shardkit index`` has nothing to write
     read_by_tf_data: ClassVar[bool] = False  # tf.data reads it (TFRecordDataset): shardkit.tfdata and snapshots can
+    locates_by_offset: ClassVar[bool] = False  # ``locate``'s locators are byte offsets (else record numbers)
     markers: ClassVar[tuple[str, ...]]  # what a name holds to be one of its files, wherever it came from (for PATHs given)
     suffixes: ClassVar[tuple[str, ...]]  # globs of the ends of the names it writes in OUT, sidecars too (``--overwrite`` replaces them)
 
@@ -172,6 +185,27 @@ class ShardContainer(abc.ABC):
     def open_records(self, out: str, shards: Sequence[StoredShard]) -> RecordReader:
         """Random access to ``shards`` (a split's, in OUT ``out``); a ``ShardkitError`` saying what
         to do where this container cannot read them that way (no ``.idx``, GZIP)."""
+
+    @classmethod
+    def recognises(cls, head: bytes) -> str | None:
+        """The compression of a file whose first bytes are ``head``, when its content says it is
+        one of this container's files, whatever its name (None: it is not)."""
+        return None
+
+    def stage(self, path: str, target: str, compression: str) -> str | None:
+        """Copy the records of ``path`` (a URL, or compressed) to the local file ``target``, as
+        ``locate`` and ``read_located`` read them; returns the problem that cut the copy short, if any."""
+        raise NotImplementedError(f"{self.title} files are not staged")
+
+    @abc.abstractmethod
+    def locate(self, path: str, on_record: OnLocated, on_damaged: OnDamaged | None = None) -> ScanResult:
+        """Check every record of the local, plain file ``path`` and say where each sound one is
+        (``on_record``). With ``on_damaged``, a record whose data is damaged is handed to it and the
+        walk goes on past it where the framing allows; the problem the walk cannot pass is in the result."""
+
+    @abc.abstractmethod
+    def read_located(self, path: str) -> LocatedReader:
+        """Records of the local, plain file ``path`` by where ``locate`` found them."""
 
     @abc.abstractmethod
     def walk(

@@ -56,6 +56,7 @@ _READ_SIZE = 8 << 20
 _HASHES = re.compile(r" \(computed 0x[0-9a-f]+, stored 0x[0-9a-f]+\)")
 
 OnRecord = Callable[[int, int, memoryview], None]  # (record index, its address: the index again, payload)
+OnDamaged = Callable[[int, str], None]  # (record index, reason) of a record whose data is damaged
 
 
 def _module() -> Any:
@@ -216,11 +217,14 @@ def _footer_problem(size: int, reader: Any) -> str:
     return f"damaged or truncated file: cannot read the ArrayRecord footer ({reason})"
 
 
-def walk(path: str, on_record: OnRecord | None = None, limit: int | None = None, checksum: bool = True) -> WalkResult:
+def walk(
+    path: str, on_record: OnRecord | None = None, limit: int | None = None, checksum: bool = True, on_damaged: OnDamaged | None = None
+) -> WalkResult:
     """Read every record of a local ArrayRecord file (or the first ``limit``), counting them.
 
     Never raises for bad data: the first problem is one line in the result. Records are read one
-    at a time (memory is one record); ``on_record`` sees each. With ``checksum`` the whole file is
+    at a time (memory is one record); ``on_record`` sees each, and ``on_damaged`` the number of a
+    record whose data is damaged, the walk going on past it. With ``checksum`` the whole file is
     read once more for its CRC32C, also when the walk stops early."""
     try:
         size = os.stat(path).st_size
@@ -233,7 +237,7 @@ def walk(path: str, on_record: OnRecord | None = None, limit: int | None = None,
     options = ""
     failed_at: int | None = None
     if problem is None:
-        problem, records, options, failed_at = _read_records(path, size, on_record, limit)
+        problem, records, options, failed_at = _read_records(path, size, on_record, limit, on_damaged)
     crc = ""
     if checksum:
         try:
@@ -243,7 +247,9 @@ def walk(path: str, on_record: OnRecord | None = None, limit: int | None = None,
     return WalkResult(path, records, size, crc, options, problem, failed_at)
 
 
-def _read_records(path: str, size: int, on_record: OnRecord | None, limit: int | None) -> tuple[str | None, int, str, int | None]:
+def _read_records(
+    path: str, size: int, on_record: OnRecord | None, limit: int | None, on_damaged: OnDamaged | None = None
+) -> tuple[str | None, int, str, int | None]:
     """(problem, records read, writer options, record of the problem) of one pass of the reader."""
     try:
         reader = _module().ArrayRecordReader(path, READ_OPTIONS)
@@ -260,7 +266,12 @@ def _read_records(path: str, size: int, on_record: OnRecord | None, limit: int |
             try:
                 record = read()
             except (RuntimeError, IndexError) as exc:
-                return f"damaged data: {_reason(exc)}", index, options, index
+                if on_damaged is None:
+                    return f"damaged data: {_reason(exc)}", index, options, index
+                on_damaged(index, f"damaged data: {_reason(exc)}")
+                if index + 1 < stop:
+                    reader.seek(index + 1)
+                continue
             if on_record is not None:
                 on_record(index, index, memoryview(record))
         return None, stop, options, None

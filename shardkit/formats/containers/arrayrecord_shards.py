@@ -22,7 +22,10 @@ import pyarrow as pa
 from shardkit.errors import ShardkitError, WriteError
 from shardkit.formats.containers import arrayrecord_io
 from shardkit.formats.containers.adapter import (
+    LocatedReader,
+    OnDamaged,
     OnFrame,
+    OnLocated,
     OnRecord,
     RecordReader,
     ScanResult,
@@ -70,6 +73,22 @@ class ArrayRecordShards(ShardContainer):
     def open_writer(self, temp: str, final: str) -> ShardWriter:
         return _Writer(temp, final, self.options)
 
+    @classmethod
+    def recognises(cls, head: bytes) -> str | None:
+        return "none" if arrayrecord_io.looks_like(head) else None
+
+    def stage(self, path: str, target: str, compression: str) -> str | None:
+        with open(target, "wb") as out, location.explained(path), location.open_read(path) as source:
+            shutil.copyfileobj(source, out, 8 << 20)
+        return None
+
+    def locate(self, path: str, on_record: OnLocated, on_damaged: OnDamaged | None = None) -> ScanResult:
+        found = arrayrecord_io.walk(path, lambda index, _, payload: on_record(index, len(payload)), checksum=False, on_damaged=on_damaged)
+        return ScanResult(path, "none", found.records, found.file_bytes, "", found.error, found.error_record)
+
+    def read_located(self, path: str) -> LocatedReader:
+        return _Located(arrayrecord_io.RecordFileReader(path))
+
     def walk(
         self,
         path: str,
@@ -100,6 +119,19 @@ def _local(path: str) -> Iterator[str]:
         yield copy
     finally:
         os.unlink(copy)
+
+
+class _Located:
+    """An ArrayRecord file read by record number (its locators); the lengths are not needed."""
+
+    def __init__(self, reader: arrayrecord_io.RecordFileReader) -> None:
+        self._reader = reader
+
+    def read(self, locators: Sequence[int], lengths: Sequence[int]) -> list[bytes]:
+        return self._reader.read(locators)
+
+    def close(self) -> None:
+        self._reader.close()
 
 
 class _ArrayRecords:

@@ -57,6 +57,17 @@ def of_file(path: str, compression: str = "auto") -> ShardContainer:
     return CONTAINERS[DEFAULT].for_reading(compression)
 
 
+def recognised(head: bytes) -> tuple[ShardContainer, str] | None:
+    """The container (to read with) and compression of a file that starts with ``head``, told by
+    its content alone (a GZIP TFRecord file with any name, an ArrayRecord file renamed); None: no
+    container's file starts so."""
+    for container in sorted(CONTAINERS.values(), key=lambda c: c.name != ArrayRecordShards.name):  # its signature is exact
+        compression = container.recognises(head)
+        if compression is not None:
+            return container.for_reading(compression), compression
+    return None
+
+
 def is_shard_file(name: str) -> bool:
     """Whether a file named ``name`` is a shard of some container's."""
     return any(container.names_file(name) for container in CONTAINERS.values())

@@ -18,7 +18,7 @@ from typing import IO, Protocol
 import crc32c
 
 from shardkit.errors import ShardkitError
-from shardkit.formats.containers.adapter import OnFrame, OnRecord, ScanResult
+from shardkit.formats.containers.adapter import OnDamaged, OnFrame, OnRecord, ScanResult
 from shardkit.formats.containers.masked_crc import mask
 from shardkit.formats.containers.tfrecord_io import FOOTER_SIZE, HEADER_SIZE
 from shardkit.storage import location
@@ -41,6 +41,42 @@ def detect_compression(head: bytes) -> str:
     if len(head) >= 2 and head[0] & 0x0F == 8 and (head[0] << 8 | head[1]) % 31 == 0:
         return "zlib"
     return "none"
+
+
+def recognised(head: bytes) -> str | None:
+    """The compression of a TFRecord file that starts with ``head`` (an empty file is one, with no
+    records); None when the first bytes are neither a sound record header nor gzip or zlib."""
+    if not head:
+        return "none"
+    kind = detect_compression(head)
+    if kind != "none":
+        return kind
+    if len(head) >= HEADER_SIZE and mask(crc32c.crc32c(head[:8])) == _HEADER.unpack_from(head)[1]:
+        return "none"
+    return None
+
+
+def inflate_to(path: str, compression: str, target: str) -> str | None:
+    """Write the record stream of ``path`` (a URL, or GZIP/ZLIB) to the local file ``target``,
+    in bounded steps; returns why the stream ended early (a truncated or damaged member), if it did."""
+    if location.is_url(path):
+        with location.explained(path):
+            f: IO[bytes] = location.open_read(path)
+        stream: _Readable = _StoreFile(f, path)
+    else:
+        f = stream = open(path, "rb", buffering=0)  # noqa: SIM115
+    with f, open(target, "wb") as out:
+        source = _Source(stream, compression)
+        buf = bytearray(CHUNK)
+        view = memoryview(buf)
+        while True:
+            try:
+                n = source.readinto(view)
+            except zlib.error as exc:
+                return f"cannot read {compression} data after {out.tell()} bytes of records: {exc}"
+            if not n:
+                return None
+            out.write(view[:n])
 
 
 class _Readable(Protocol):
@@ -127,12 +163,14 @@ def scan(
     limit: int | None = None,
     checksum: bool = True,
     on_frame: OnFrame | None = None,
+    on_damaged: OnDamaged | None = None,
 ) -> ScanResult:
     """Walk every record of ``path`` (or the first ``limit``), checking framing and CRCs.
 
     Never raises for bad data: the first problem is returned in the result. ``on_record`` sees
     each valid payload (records over 8 MB are gathered from pieces; over 256 MB they are reported,
-    since parsing needs them whole).
+    since parsing needs them whole). ``on_damaged`` sees the stream offset of each record whose
+    data CRC is wrong, and the walk goes on past it (its length field was sound).
     With ``checksum`` the whole file is read for its CRC32C even when the walk stops early.
     """
     remote = location.is_url(path)
@@ -159,14 +197,14 @@ def scan(
         kind = detect_compression(head) if compression == "auto" else compression
         source = _Source(stream, kind)
         try:
-            records, error, offset = _walk(source, on_record, limit, kind, on_frame)
+            records, error, offset = _walk(source, on_record, limit, kind, on_frame, on_damaged)
             while checksum and source.read_raw():
                 pass  # the walk stopped early: finish the file checksum
         except (OSError, ShardkitError) as exc:
             return ScanResult(path, kind, 0, source.file_bytes, "", f"cannot read: {_reason(path, exc)}")
         if error and records == 0 and kind == "zlib" and compression == "auto" and error.startswith("cannot read zlib"):
             f.close()
-            return scan(path, "none", on_record, limit, checksum, on_frame)  # only guessed zlib: a damaged plain file
+            return scan(path, "none", on_record, limit, checksum, on_frame, on_damaged)  # only guessed zlib: a damaged plain file
         result = ScanResult(path, kind, records, source.file_bytes, f"{source.file_crc:08x}" if checksum else "")
         if error:
             return dataclasses.replace(result, error=error, error_record=records, error_offset=offset)
@@ -205,11 +243,16 @@ def _without(path: str, exc: BaseException) -> str:
 
 
 def _walk(
-    source: _Source, on_record: OnRecord | None, limit: int | None, kind: str = "none", on_frame: OnFrame | None = None
+    source: _Source,
+    on_record: OnRecord | None,
+    limit: int | None,
+    kind: str = "none",
+    on_frame: OnFrame | None = None,
+    on_damaged: OnDamaged | None = None,
 ) -> tuple[int, str | None, int]:
     """The record loop: returns (valid records, first error or None, stream offset of the error)."""
     try:
-        return _walk_records(source, on_record, limit, on_frame)
+        return _walk_records(source, on_record, limit, on_frame, on_damaged)
     except _StreamError as exc:
         return exc.records, f"cannot read {kind} data: {exc.reason}", exc.offset
 
@@ -219,7 +262,9 @@ class _StreamError(Exception):
         self.records, self.offset, self.reason = records, offset, reason
 
 
-def _walk_records(source: _Source, on_record: OnRecord | None, limit: int | None, on_frame: OnFrame | None) -> tuple[int, str | None, int]:
+def _walk_records(
+    source: _Source, on_record: OnRecord | None, limit: int | None, on_frame: OnFrame | None, on_damaged: OnDamaged | None
+) -> tuple[int, str | None, int]:
     buf = bytearray(CHUNK)
     view = memoryview(buf)
     start = end = 0  # valid unread bytes are buf[start:end]
@@ -262,7 +307,12 @@ def _walk_records(source: _Source, on_record: OnRecord | None, limit: int | None
             payload = view[start + HEADER_SIZE : payload_end]
             c = crc(payload)
             if mask(c) != unpack_u32(buf, payload_end)[0]:
-                return records, "data CRC mismatch", offset
+                if on_damaged is None:
+                    return records, "data CRC mismatch", offset
+                on_damaged(offset, "data CRC mismatch")
+                start += need
+                offset += need
+                continue
             if on_record is not None:
                 on_record(records, offset, payload)
             start += need
@@ -290,7 +340,12 @@ def _walk_records(source: _Source, on_record: OnRecord | None, limit: int | None
             if not fill(FOOTER_SIZE):
                 return records, f"truncated record footer ({end - start} of 4 bytes)", offset
             if mask(running) != unpack_u32(buf, start)[0]:
-                return records, "data CRC mismatch", offset
+                if on_damaged is None:
+                    return records, "data CRC mismatch", offset
+                on_damaged(offset, "data CRC mismatch")
+                start += FOOTER_SIZE
+                offset += need
+                continue
             if too_big:
                 return records, f"a {length}-byte record, over the {MAX_PARSED_RECORD >> 20} MB that can be parsed", offset
             if on_record is not None and collected is not None:

@@ -19,7 +19,10 @@ import pyarrow as pa
 from shardkit.errors import ShardkitError, WriteError
 from shardkit.formats.containers import tfrecord_scan
 from shardkit.formats.containers.adapter import (
+    LocatedReader,
+    OnDamaged,
     OnFrame,
+    OnLocated,
     OnRecord,
     RecordReader,
     ScanResult,
@@ -29,8 +32,8 @@ from shardkit.formats.containers.adapter import (
     WrittenFile,
 )
 from shardkit.formats.containers.idx_sidecar import INDEX_SUFFIX, flat_index_text, index_text
-from shardkit.formats.containers.tfrecord_io import RecordWriter, file_crc32c, frame_batch
-from shardkit.formats.containers.tfrecord_reads import IndexedTFRecords
+from shardkit.formats.containers.tfrecord_io import FOOTER_SIZE, HEADER_SIZE, RecordWriter, file_crc32c, frame_batch
+from shardkit.formats.containers.tfrecord_reads import IndexedTFRecords, MappedTFRecord
 from shardkit.storage import atomic, location
 
 SUFFIX = ".tfrecord"
@@ -49,6 +52,7 @@ class TFRecordShards(ShardContainer):
     title: ClassVar[str] = "TFRecord"
     tfds_file_format: ClassVar[str] = "tfrecord"
     read_by_tf_data: ClassVar[bool] = True
+    locates_by_offset: ClassVar[bool] = True
     markers: ClassVar[tuple[str, ...]] = (".tfrecord", ".tfrec", ".tfrecords")
     suffixes: ClassVar[tuple[str, ...]] = (SUFFIX + "*",)
 
@@ -98,6 +102,22 @@ class TFRecordShards(ShardContainer):
 
     def open_records(self, out: str, shards: Sequence[StoredShard]) -> RecordReader:
         return IndexedTFRecords(out, shards)
+
+    @classmethod
+    def recognises(cls, head: bytes) -> str | None:
+        return tfrecord_scan.recognised(head)
+
+    def stage(self, path: str, target: str, compression: str) -> str | None:
+        return tfrecord_scan.inflate_to(path, compression, target)
+
+    def locate(self, path: str, on_record: OnLocated, on_damaged: OnDamaged | None = None) -> ScanResult:
+        framing = HEADER_SIZE + FOOTER_SIZE
+        return tfrecord_scan.scan(
+            path, "none", checksum=False, on_frame=lambda offset, stored: on_record(offset, stored - framing), on_damaged=on_damaged
+        )
+
+    def read_located(self, path: str) -> LocatedReader:
+        return MappedTFRecord(path)
 
     def open_writer(self, temp: str, final: str) -> ShardWriter:
         return _Writer(temp, final, self.compression, index=self.sidecar_name(final) is not None)

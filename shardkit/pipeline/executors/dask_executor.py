@@ -23,8 +23,7 @@ from shardkit.errors import WorkerError
 from shardkit.output.shard_record import ShardResult
 from shardkit.pipeline.executors import worker_settings
 from shardkit.pipeline.executors.local_executors import OnProgress, OnShard
-from shardkit.pipeline.plan.tasks import ShardTask
-from shardkit.pipeline.shard.worker import run_task
+from shardkit.pipeline.executors.shard_jobs import Job, augments, run_task, weight
 from shardkit.version import __version__
 
 # Keys of the shardkit tasks executing in this Dask worker process (its threads), so that a
@@ -36,7 +35,7 @@ _dask_stopped: set[str] = set()
 _dask_running_lock = threading.Lock()
 
 
-def _run_on_dask(task: ShardTask, key: str, topic: str, profile: bool) -> ShardResult:
+def _run_on_dask(task: Job, key: str, topic: str, profile: bool) -> ShardResult:
     from distributed import get_worker
 
     worker = get_worker()
@@ -52,7 +51,7 @@ def _run_on_dask(task: ShardTask, key: str, topic: str, profile: bool) -> ShardR
         stop()  # begun after its build failed: nothing written
         _dask_running.add(key)
     try:
-        with _dask_shard_work(worker, task.settings.config.augment is not None, profile):
+        with _dask_shard_work(worker, augments(task), profile):
             return run_task(task, tick, tick_every=1.0, stop=stop)
     finally:
         with _dask_running_lock:
@@ -134,7 +133,7 @@ class DaskExecutor:
         with self._connect():
             pass
 
-    def run(self, tasks: Sequence[ShardTask], on_progress: OnProgress, on_shard: OnShard) -> list[ShardResult]:
+    def run(self, tasks: Sequence[Job], on_progress: OnProgress, on_shard: OnShard) -> list[ShardResult]:
         if not tasks:
             return []
         with self._connect() as client:
@@ -149,7 +148,7 @@ class DaskExecutor:
             topic = f"shardkit-progress-{uuid.uuid4().hex}"
             client.subscribe_topic(topic, progress.event)  # type: ignore[no-untyped-call]
             futures = [
-                client.submit(_run_on_dask, task, key, topic, self.profile, key=key, pure=False, priority=task.entries.entries)
+                client.submit(_run_on_dask, task, key, topic, self.profile, key=key, pure=False, priority=weight(task))
                 for task, key in zip(tasks, keys, strict=True)
             ]
             names = {key: task.name for task, key in zip(tasks, keys, strict=True)}
@@ -294,7 +293,7 @@ def _check_versions(found: dict[str, Any]) -> None:
             raise WorkerError(f"{where} runs shardkit {version}, this build {__version__}: install one version everywhere")
 
 
-def _dask_key(task: ShardTask) -> str:
+def _dask_key(task: Job) -> str:
     # Unique per output folder too: Dask runs a key once, and two builds of the same inputs into
     # two folders must both get their shards. No '-': Dask groups keys by the part before one.
     where = hashlib.sha256(task.settings.out_dir.encode()).hexdigest()[:8]

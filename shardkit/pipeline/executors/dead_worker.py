@@ -9,13 +9,14 @@ from typing import Any
 
 from shardkit.pipeline.plan.plan_file import shard_lines
 from shardkit.pipeline.plan.tasks import ShardTask
+from shardkit.pipeline.reshard.task import ReshardTask
 from shardkit.storage import location
 
 _CRASHES = {signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGFPE, signal.SIGILL}
 _NAMED = 3  # inputs a message names; the rest are counted
 
 
-def message(pid: int, process: Any, task: ShardTask | None) -> str:
+def message(pid: int, process: Any, task: ShardTask | ReshardTask | None) -> str:
     """``process`` (a pool's ``Process``, dead) ran ``task``, where it is known."""
     process.join(1)  # the pool's own thread may have reaped it: the status is kept either way
     where = "" if task is None else f" while building shard {task.name} ({_entries(task)})"
@@ -40,8 +41,10 @@ def _how(code: int | None) -> str:
     return f"died of {name.name} without reporting an error"
 
 
-def _entries(task: ShardTask) -> str:
+def _entries(task: ShardTask | ReshardTask) -> str:
     """``12 entries: a.json lines 3 to 90`` for the shard's plan lines, by input."""
+    if isinstance(task, ReshardTask):
+        return f"{task.records} records of {len(task.sources)} input files"
     lines: dict[int, list[int]] = {}
     try:
         for block in shard_lines(location.join(task.settings.plan_dir, task.entries.file), task.entries):

@@ -19,8 +19,8 @@ from shardkit.errors import WorkerError
 from shardkit.interrupts import quiet_pool, stop_pool
 from shardkit.output.shard_record import ShardResult
 from shardkit.pipeline.executors import dead_worker, worker_settings
-from shardkit.pipeline.plan.tasks import ShardTask
-from shardkit.pipeline.shard.worker import WrittenShard, run_task, write_shard
+from shardkit.pipeline.executors.shard_jobs import Job, augments, run_task, write
+from shardkit.pipeline.shard.shard_files import WrittenShard
 from shardkit.storage import location
 
 OnProgress = Callable[[int], None]
@@ -28,13 +28,13 @@ OnShard = Callable[[ShardResult], None]
 
 
 class Executor(Protocol):
-    def run(self, tasks: Sequence[ShardTask], on_progress: OnProgress, on_shard: OnShard) -> list[ShardResult]: ...
+    def run(self, tasks: Sequence[Job], on_progress: OnProgress, on_shard: OnShard) -> list[ShardResult]: ...
 
 
 class InlineExecutor:
     """Runs every task in this process: the identical worker code, easy to debug (``--workers 1``)."""
 
-    def run(self, tasks: Sequence[ShardTask], on_progress: OnProgress, on_shard: OnShard) -> list[ShardResult]:
+    def run(self, tasks: Sequence[Job], on_progress: OnProgress, on_shard: OnShard) -> list[ShardResult]:
         results = []
         with worker_settings.shard_work(_augments(tasks)):
             for task in tasks:
@@ -44,9 +44,9 @@ class InlineExecutor:
         return results
 
 
-def _augments(tasks: Sequence[ShardTask]) -> bool:
+def _augments(tasks: Sequence[Job]) -> bool:
     """Only augmentation runs native thread pools; a pass-through build skips importing them."""
-    return bool(tasks) and tasks[0].settings.config.augment is not None
+    return bool(tasks) and augments(tasks[0])
 
 
 # Set in each pool worker by _init_worker: the queue progress ticks go to; the shared array in
@@ -76,7 +76,7 @@ def _tick(n: int) -> None:
 OVERLAP_UPLOADS = True
 
 
-def _run_in_pool(number: int, task: ShardTask) -> ShardResult:
+def _run_in_pool(number: int, task: Job) -> ShardResult:
     _running[2 * _slot], _running[2 * _slot + 1] = os.getpid(), number
     if not (OVERLAP_UPLOADS and location.is_url(task.settings.out_dir)):
         result = run_task(task, _tick)
@@ -85,7 +85,7 @@ def _run_in_pool(number: int, task: ShardTask) -> ShardResult:
     # Into a bucket: the upload of this shard overlaps with encoding the next. At most one upload
     # is behind the encoding; the parent counts a shard finished when its "shard" message comes.
     global _uploading
-    written = write_shard(task, _tick)
+    written = write(task, _tick)
     if _uploading is not None:
         _uploading.result()
     _uploading = _uploader().submit(_commit_and_report, written)
@@ -127,14 +127,14 @@ class PoolExecutor:
         self.context = mp.get_context(start_method)
         self.poll_seconds = poll_seconds
 
-    def run(self, tasks: Sequence[ShardTask], on_progress: OnProgress, on_shard: OnShard) -> list[ShardResult]:
+    def run(self, tasks: Sequence[Job], on_progress: OnProgress, on_shard: OnShard) -> list[ShardResult]:
         if not tasks:
             return []
         progress_queue = self.context.Queue()
         with worker_settings.fork_safe(self.context.get_start_method()):  # for as long as the pool may fork
             return self._run(tasks, progress_queue, on_progress, on_shard)
 
-    def _run(self, tasks: Sequence[ShardTask], progress_queue: Any, on_progress: OnProgress, on_shard: OnShard) -> list[ShardResult]:
+    def _run(self, tasks: Sequence[Job], progress_queue: Any, on_progress: OnProgress, on_shard: OnShard) -> list[ShardResult]:
         processes = min(self.workers, len(tasks))
         running = self.context.Array("q", 4 * processes, lock=False)  # (pid, task) a slot: room for replacements
         slots = self.context.Value("i", 0)

@@ -1,4 +1,4 @@
-"""Run one ShardTask: read its plan lines -> records -> write one shard, then commit it atomically.
+"""Write one ShardTask's shard: read its plan lines -> records -> its files, whole in temp files (``shard_files`` commits them).
 
 A worker never imports TensorFlow. It reports progress through a callback (ticks of records
 written) and returns one ``ShardResult``; the parent owns the progress bar and the manifest.
@@ -10,19 +10,16 @@ so one input's records do not sit side by side; memory stays one entry's records
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
-from shardkit.errors import EntryError, StateError, cut
+from shardkit.errors import EntryError, cut
 from shardkit.formats import image_headers
-from shardkit.formats.containers.adapter import ShardContainer, ShardWriter, WrittenFile
 from shardkit.output import layout
-from shardkit.output.build_state import current_fingerprint
-from shardkit.output.shard_record import ShardFile, ShardResult, write_shard_record
+from shardkit.output.shard_record import ShardFile, ShardResult
 from shardkit.pipeline.inputs.entries import Entry
 from shardkit.pipeline.plan.arithmetic import record_key
 from shardkit.pipeline.plan.plan_file import read_entries
@@ -30,6 +27,7 @@ from shardkit.pipeline.plan.tasks import ShardTask
 from shardkit.pipeline.shard.batches import BatchMaker
 from shardkit.pipeline.shard.batches import applies as batched
 from shardkit.pipeline.shard.records import RecordMaker
+from shardkit.pipeline.shard.shard_files import ShardWriters, WrittenShard
 from shardkit.storage import atomic, location
 
 Progress = Callable[[int], None]
@@ -62,7 +60,7 @@ class _Spread:
             self.keys.append((record_key(self.seed, entry.identity, copy), self.offset, len(record)))
             self.offset += len(record)
 
-    def write_to(self, writer: _Writers) -> None:
+    def write_to(self, writer: ShardWriters) -> None:
         self.file.flush()
         self.keys.sort()
         fd = self.file.fileno()
@@ -75,94 +73,6 @@ class _Spread:
         with contextlib.suppress(OSError):
             self.file.close()
         atomic.remove_quietly(self.path)
-
-
-def run_task(task: ShardTask, progress: Progress | None = None, tick_every: float = 0.2, stop: Stop | None = None) -> ShardResult:
-    """Write one shard to a temporary name, fsync it, rename it into place (or upload it), save its record."""
-    written = write_shard(task, progress, tick_every, stop)
-    written.commit()
-    return written.result
-
-
-@dataclasses.dataclass(frozen=True)
-class WrittenShard:
-    """A shard whole in its local temp file, and its record: what ``commit`` makes finished."""
-
-    task: ShardTask
-    result: ShardResult
-    files: tuple[_Staged, ...]  # the shard in each of the build's containers, the primary first
-
-    def commit(self) -> None:
-        """Each file, then the sidecars, then the record (the commit point): renamed or uploaded, each whole."""
-        settings = self.task.settings
-        try:
-            _check_still_ours(self.task)
-            for staged in self.files:
-                atomic.publish(staged.temp, location.join(settings.out_dir, staged.name))
-            for staged in self.files:
-                if staged.sidecar is not None:  # beside its shard, before the record: the record is the commit point for all
-                    atomic.write_atomic(location.join(settings.out_dir, staged.sidecar[0]), staged.sidecar[1], settings.fsync)
-        except BaseException:
-            self.discard()
-            raise
-        write_shard_record(settings.out_dir, self.result, settings.fsync)
-
-    def discard(self) -> None:
-        for staged in self.files:
-            atomic.remove_quietly(staged.temp)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Staged:
-    """One container's file of a shard, whole in its temp file."""
-
-    container: ShardContainer
-    name: str  # its final name in OUT
-    temp: str
-    written: WrittenFile
-    sidecar: tuple[str, bytes] | None  # (name, content) of what goes beside it
-
-
-class _Writers:
-    """One writer per container of the build: each record is encoded once and handed to all."""
-
-    def __init__(self, task: ShardTask, tag: str) -> None:
-        settings = task.settings
-        self.files: list[tuple[ShardContainer, str, str]] = []  # (container, final name, temp path)
-        self.writers: list[ShardWriter] = []
-        try:
-            for container in settings.containers:
-                name = container.shard_name(task.split, task.index, task.num_shards)
-                temp = layout.temp_path(settings.out_dir, name, tag)
-                self.files.append((container, name, temp))
-                self.writers.append(container.open_writer(temp, location.join(settings.out_dir, name)))
-        except BaseException:
-            self.abandon()
-            raise
-
-    def write(self, record: bytes) -> None:
-        for writer in self.writers:
-            writer.write(record)
-
-    def write_batch(self, records: Any) -> None:
-        for writer in self.writers:
-            writer.write_batch(records)
-
-    def close(self, sync: bool) -> tuple[_Staged, ...]:
-        staged = []
-        for (container, name, temp), writer in zip(self.files, self.writers, strict=True):
-            written = writer.close(sync)
-            sidecar_name = container.sidecar_name(name)
-            sidecar = None if written.sidecar is None or sidecar_name is None else (sidecar_name, written.sidecar)
-            staged.append(_Staged(container, name, temp, written, sidecar))
-        return tuple(staged)
-
-    def abandon(self) -> None:
-        """Close every writer quietly and remove every temp file (a writer may have made its file before failing)."""
-        for writer in self.writers:
-            writer.abandon()
-        for _, _, temp in self.files:
-            atomic.remove_quietly(temp)
 
 
 def write_shard(task: ShardTask, progress: Progress | None = None, tick_every: float = 0.2, stop: Stop | None = None) -> WrittenShard:
@@ -182,7 +92,7 @@ def write_shard(task: ShardTask, progress: Progress | None = None, tick_every: f
         if settings.shuffle and maker is not None and len(maker.copies) > 1:
             with atomic.naming(final):
                 spread = _Spread(layout.spread_temp_path(settings.out_dir, task.name, tag), settings.seed)
-        writers = _Writers(task, tag)
+        writers = ShardWriters(task, tag)
         try:
             if batches is not None:
                 for block in batches.blocks(settings.plan_dir, task.entries):
@@ -252,7 +162,7 @@ class _Tally:
         self.pending, self.last_tick = 0, time.monotonic()
 
 
-def _write_records(task: ShardTask, maker: RecordMaker, writer: _Writers, spread: _Spread | None, tally: _Tally) -> None:
+def _write_records(task: ShardTask, maker: RecordMaker, writer: ShardWriters, spread: _Spread | None, tally: _Tally) -> None:
     """The shard's entries record by record (augmented copies among them), written or spread."""
     settings = task.settings
     final = location.join(settings.out_dir, task.name)
@@ -275,19 +185,3 @@ def _write_records(task: ShardTask, maker: RecordMaker, writer: _Writers, spread
     if spread is not None:
         with atomic.naming(final):
             spread.write_to(writer)
-
-
-def _check_still_ours(task: ShardTask) -> None:
-    """Refuse to commit into OUT once another build owns it.
-
-    A task can outlive its build: a Dask worker finishes the task it is running after the
-    client that submitted it has failed, been cancelled or been killed, and meanwhile
-    ``--overwrite`` may have started a different build in OUT. The same build's shard would be
-    byte-identical, so only a changed (or removed) fingerprint stops the commit.
-    """
-    settings = task.settings
-    if current_fingerprint(settings.out_dir) != settings.fingerprint:
-        raise StateError(
-            f"{settings.out_dir}: now holds another build ({layout.STATE_DIR}/{layout.BUILD_STATE} changed while {task.name} was written); "
-            "this task's shard was discarded"
-        )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from shardkit.features.registry import kind_named
@@ -22,7 +22,7 @@ from shardkit.storage import atomic, location
 from shardkit.version import __version__
 
 
-def schema(config: Mapping[str, Any], shards: Iterable[ShardResult]) -> list[dict[str, Any]]:
+def schema_of(config: Mapping[str, Any], shards: Iterable[ShardResult]) -> list[dict[str, Any]]:
     """Every feature key with dtype and shape, from the config and the lengths the workers saw."""
     lengths: dict[str, tuple[int, int]] = {}
     sizes: dict[str, list[Any]] = {}
@@ -45,8 +45,14 @@ def schema(config: Mapping[str, Any], shards: Iterable[ShardResult]) -> list[dic
     return out
 
 
-def make_manifest(state: BuildState, shards: Iterable[ShardResult], run: Mapping[str, Any] | None = None) -> Manifest:
-    """The manifest; ``run`` holds settings of the last run that do not change records."""
+def make_manifest(
+    state: BuildState,
+    shards: Iterable[ShardResult],
+    run: Mapping[str, Any] | None = None,
+    schema: Sequence[Mapping[str, Any]] | None = None,
+) -> Manifest:
+    """The manifest; ``run`` holds settings of the last run that do not change records; ``schema``
+    is given where the config does not make it (a reshard's, carried over or inferred)."""
     shards = sorted(shards, key=lambda s: (s.split, s.index))
     splits: dict[str, SplitEntry] = {}
     label_keys = _label_keys(shards)
@@ -89,7 +95,7 @@ def make_manifest(state: BuildState, shards: Iterable[ShardResult], run: Mapping
         inputs=state.inputs,
         run=dict(run or {}),
         config=config,
-        schema=tuple(schema(config, shards)),
+        schema=tuple(schema if schema is not None else schema_of(config, shards)),
         classes={k: tuple(v["classes"]) for k, v in config["features"].items() if kind_named(v["kind"]).has_classes},
         splits=splits,
     )
@@ -121,16 +127,28 @@ def error_lines(state: BuildState, shards: Iterable[ShardResult]) -> list[Skippe
     return lines
 
 
-def publish(out_dir: str, state: BuildState, shards: list[ShardResult], run: Mapping[str, Any], durable: bool) -> Manifest:
-    """errors.jsonl, the TFDS metadata, then manifest.json, from the state and every shard's record."""
-    manifest = make_manifest(state, shards, run)
+TfdsWriter = Callable[[str, Manifest, bool], list[str]]
+
+
+def publish(
+    out_dir: str,
+    state: BuildState,
+    shards: list[ShardResult],
+    run: Mapping[str, Any],
+    durable: bool,
+    schema: Sequence[Mapping[str, Any]] | None = None,
+    tfds: TfdsWriter = tfds_metadata.write,
+) -> Manifest:
+    """errors.jsonl, the TFDS metadata (``tfds`` writes it), then manifest.json, from the state and
+    every shard's record (and ``schema``, where the config does not make it)."""
+    manifest = make_manifest(state, shards, run, schema)
     errors = error_lines(state, shards)
     errors_path = location.join(out_dir, layout.ERRORS)
     if errors:
         atomic.write_atomic(errors_path, "".join(json.dumps(e.to_dict()) + "\n" for e in errors).encode(), durable)
     else:
         location.remove(errors_path)
-    tfds_metadata.write(out_dir, manifest, durable)
+    tfds(out_dir, manifest, durable)
     features = manifest.config["features"].values()
     label_map = next((t for v in features if (t := kind_named(v["kind"]).label_map_file(v)) is not None), None)
     label_map_path = location.join(out_dir, layout.LABEL_MAP)

@@ -7,15 +7,13 @@ removed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 from shardkit.errors import StateError
 from shardkit.output import layout
 from shardkit.output.build_state import STATE_VERSION, BuildParameters, BuildState, difference, read_state
 from shardkit.output.shard_record import ShardResult, load_shard_records
-from shardkit.pipeline.config import Config
-from shardkit.pipeline.plan.tasks import ShardTask
 from shardkit.storage import location
 from shardkit.version import __version__
 
@@ -23,14 +21,14 @@ from shardkit.version import __version__
 def prepare_state(
     out_dir: str,
     fingerprint: str,
-    cfg: Config,
+    config: Mapping[str, Any],
     parameters: BuildParameters,
     inputs: dict[str, Any],
     overwrite: bool,
     multi_node: bool = False,
 ) -> BuildState:
     """Load the existing build state (resume), or refuse/clear a different one, or start fresh."""
-    fresh = BuildState(STATE_VERSION, __version__, fingerprint, parameters, inputs, cfg.to_dict())
+    fresh = BuildState(STATE_VERSION, __version__, fingerprint, parameters, inputs, config)
 
     def same_build(state: BuildState) -> bool:
         return state.fingerprint == fingerprint and state.version == STATE_VERSION
@@ -105,7 +103,15 @@ def _written_names(state: BuildState) -> set[str]:
     return {*names, *layout.METADATA_NAMES, *map(layout.labels_name, keys)}
 
 
-def finished_shards(out_dir: str, tasks: Sequence[ShardTask], fingerprint: str) -> dict[str, ShardResult]:
+class Planned(Protocol):
+    """A shard the plan holds (a build's task, a reshard's): its name, and the files it is in OUT."""
+
+    @property
+    def name(self) -> str: ...
+    def file_names(self) -> list[str]: ...
+
+
+def finished_shards(out_dir: str, tasks: Sequence[Planned], fingerprint: str) -> dict[str, ShardResult]:
     """Shards of ``tasks`` whose record matches this build and whose file has the recorded size;
     the files of the others (a shard without its record, a stale record) are removed."""
     present = location.sizes(out_dir)  # one listing of OUT, for the check and the clean-up: a bucket pages through it
