@@ -33,13 +33,16 @@ of its processes (VmHWM, a high-water mark per process, read over the live proce
 right for pool workers, whose peak is kept until they exit) come from scripts/process_tree.py.
 
 Printed per case: each round's wall times; a table of min and median wall time, median CPU seconds,
-records/s, CPU us per record, and the largest process's peak RSS (the largest of the rounds); then
+records/s, CPU us per record, the largest process's peak RSS (VmHWM, the largest of the rounds) and
+the largest anonymous RSS seen at a poll (RssAnon: VmHWM also counts the touched pages of files a
+process maps, which the kernel drops at will; anon is the memory a process holds); then
 `tf / shardkit` (target >= 2x), `shardkit / cat` (how far from the bound) and shardkit's largest
-process (target <= 300 MB); when shardkit's commits fell (from its .shardkit/shards/*.json times):
-before the first shard (start-up, indexing the inputs, planning), the shards, after the last
-(manifest, sidecars). Then a check of the last round's outputs: every input record is in each
-output exactly once, its bytes unchanged (a multiset digest of the records, read with CRCs checked),
-shardkit's 64 shards differ in count by at most 1.
+process (target <= 300 MB); where shardkit's last run spent its time (from the times of the files it
+left): start-up, indexing every input and writing the plan (.shardkit/plan-*/train.plan), writing
+the shards (until the last .shardkit/shards/*.json), after the last (the manifest, metadata).
+Then a check of the last round's outputs: every input record is in each output exactly once, its
+bytes unchanged (a multiset digest of the records, read with CRCs checked), shardkit's 64 shards
+differ in count by at most 1.
 Resume (case a, unless --no-resume): shardkit's reshard is started again, killed with SIGKILL (its
 whole process group) once half its shards are committed, and the same command run again: its wall
 time against a whole run's median (target: about half), and whether its shard files and .idx files
@@ -227,13 +230,15 @@ def check(who: str, folder: Path, made: dict[str, Any], shards: int) -> str:
 
 
 def phases(out: Path, started: float, seconds: float) -> str:
-    """When shardkit's shard records were written, from their times: before the first, between, after the last."""
+    """Where shardkit's run spent its time, from the times of the files it left: the plan (its
+    ``.shardkit/plan-*/SPLIT.plan``, written once every input is indexed) and each shard's record."""
+    plans = [p.stat().st_mtime - started for p in (out / ".shardkit").glob("plan-*/*.plan")]
     times = sorted(p.stat().st_mtime - started for p in committed(out))
-    if not times:
-        return "no shard records found"
-    first, last = times[0], times[-1]
-    return (f"first shard committed at {first:.1f} s (start-up, indexing, the plan and the first shards), "
-            f"the {len(times)} shards' commits over {last - first:.1f} s, {seconds - last:.1f} s after the last")  # fmt: skip
+    if not plans or not times:
+        return "no plan or shard records found"
+    planned, last = max(plans), times[-1]
+    return (f"start-up + indexing the inputs + the plan {planned:.1f} s, writing the {len(times)} shards {last - planned:.1f} s "
+            f"(the first committed at {times[0]:.1f} s), after the last {seconds - last:.1f} s")  # fmt: skip
 
 
 def bench(case: str, args: argparse.Namespace) -> None:
@@ -285,20 +290,24 @@ def rounds(
 
 def report(case: str, runs: dict[str, list[dict[str, Any]]], records: int) -> dict[str, float]:
     print(f"\n({case}) {records:,} records, {len(next(iter(runs.values())))} rounds")
-    print(f"{'contender':62} {'min s':>8} {'median s':>9} {'CPU s':>8} {'records/s':>10} {'CPU us/rec':>10} {'largest MB':>11}")
+    print(
+        f"{'contender':62} {'min s':>8} {'median s':>9} {'CPU s':>8} {'records/s':>10} {'CPU us/rec':>10} {'largest MB':>11} {'anon MB':>8}"
+    )
     medians = {}
     for who, these in runs.items():
         walls = [r["seconds"] for r in these]
         medians[who] = statistics.median(walls)
         cpu = statistics.median(r["cpu_seconds"] for r in these)
         peak = max(max(r["parent_mb"], r["child_mb"]) for r in these)
+        anon = max(r["anon_mb"] for r in these)
         print(f"{NAMES[who]:62} {min(walls):8.2f} {medians[who]:9.2f} {cpu:8.2f} {records / medians[who]:10,.0f} "
-              f"{cpu / records * 1e6:10.2f} {peak:11.0f}")  # fmt: skip
+              f"{cpu / records * 1e6:10.2f} {peak:11.0f} {anon:8.0f}")  # fmt: skip
     if "shardkit" in runs:
         largest = max(runs["shardkit"], key=lambda r: max(r["parent_mb"], r["child_mb"]))
         peak = max(largest["parent_mb"], largest["child_mb"])
         print(f"shardkit's peak RSS: parent {largest['parent_mb']:.0f} MB, its other processes "
-              f"{', '.join(map(str, largest['children_mb'])) or 'none'} MB: largest {peak:.0f} MB (target <= 300 MB)")  # fmt: skip
+              f"{', '.join(map(str, largest['children_mb'])) or 'none'} MB: largest {peak:.0f} MB (target <= 300 MB); "
+              f"largest anonymous RSS seen {largest['anon_mb']:.0f} MB (VmHWM counts mapped files' pages too)")  # fmt: skip
         if "tf" in runs:
             print(f"tf / shardkit wall time: {medians['tf'] / medians['shardkit']:.2f}x (target >= 2x)")
         if "cat" in runs:
