@@ -70,8 +70,8 @@ from process_tree import ROOT, measured
 CASES = {"a": (40_000, 40), "b": (2_000_000, 10)}  # records, files at --scale 1
 VERSION = 2  # of GENERATE: data made by another is made again
 NAMES = {
-    "tf": "(i) tf.data shuffle(10_000) + 64 TFRecordWriters, 1 process",
-    "shardkit": "(ii) shardkit reshard --shards 64 (global shuffle)",
+    "tf": "(i) tf.data shuffle(10_000) + {shards} TFRecordWriters, 1 process",
+    "shardkit": "(ii) shardkit reshard --shards {shards} (global shuffle)",
     "cat": "(iii) cat of the inputs into one file + fsync (bound)",
 }
 
@@ -86,6 +86,8 @@ weights = 5.0 ** (rng.permutation(files) / max(files - 1, 1))  # the largest fil
 exact = total * weights / weights.sum()
 counts = np.floor(exact).astype(np.int64)
 counts[np.argsort(counts - exact)[: total - int(counts.sum())]] += 1
+for empty in np.flatnonzero(counts == 0):  # tiny sizes: a record each, taken from the largest file
+    counts[empty], counts[np.argmax(counts)] = 1, counts[np.argmax(counts)] - 1
 example = tf.train.Example()
 feature = example.features.feature
 ids = feature["id"].int64_list.value
@@ -253,7 +255,7 @@ def bench(case: str, args: argparse.Namespace) -> None:
     todo = commands(folder, out, args)
     try:
         runs, checks, timeline, hashes = rounds(todo, out, made, args)
-        medians = report(case, runs, made["records"])
+        medians = report(case, runs, made["records"], args.shards)
         if timeline:
             print(f"shardkit's last run: {timeline}")
         if checks:
@@ -288,7 +290,7 @@ def rounds(
     return runs, checks, timeline, hashes
 
 
-def report(case: str, runs: dict[str, list[dict[str, Any]]], records: int) -> dict[str, float]:
+def report(case: str, runs: dict[str, list[dict[str, Any]]], records: int, shards: int) -> dict[str, float]:
     print(f"\n({case}) {records:,} records, {len(next(iter(runs.values())))} rounds")
     print(
         f"{'contender':62} {'min s':>8} {'median s':>9} {'CPU s':>8} {'records/s':>10} {'CPU us/rec':>10} {'largest MB':>11} {'anon MB':>8}"
@@ -300,7 +302,7 @@ def report(case: str, runs: dict[str, list[dict[str, Any]]], records: int) -> di
         cpu = statistics.median(r["cpu_seconds"] for r in these)
         peak = max(max(r["parent_mb"], r["child_mb"]) for r in these)
         anon = max(r["anon_mb"] for r in these)
-        print(f"{NAMES[who]:62} {min(walls):8.2f} {medians[who]:9.2f} {cpu:8.2f} {records / medians[who]:10,.0f} "
+        print(f"{NAMES[who].format(shards=shards):62} {min(walls):8.2f} {medians[who]:9.2f} {cpu:8.2f} {records / medians[who]:10,.0f} "
               f"{cpu / records * 1e6:10.2f} {peak:11.0f} {anon:8.0f}")  # fmt: skip
     if "shardkit" in runs:
         largest = max(runs["shardkit"], key=lambda r: max(r["parent_mb"], r["child_mb"]))
@@ -318,10 +320,11 @@ def report(case: str, runs: dict[str, list[dict[str, Any]]], records: int) -> di
 def resume(command: list[str], out: Path, whole: float, hashes: dict[str, str], shards: int) -> None:
     """Kill shardkit's reshard when half its shards are committed, run it again, and compare."""
     fresh(out)
+    inherited = os.environ.get("PYTHONPATH")  # after ROOT, as process_tree.measured has it
     started = time.perf_counter()
     with open(os.devnull, "wb") as devnull:
         process = subprocess.Popen(command, stdout=devnull, stderr=devnull, cwd=ROOT, start_new_session=True,
-                                   env=dict(os.environ, PYTHONPATH=str(ROOT)))  # fmt: skip
+                                   env=dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), inherited]))))  # fmt: skip
         while process.poll() is None and len(committed(out)) < shards // 2:
             time.sleep(0.02)
         killed_at, done = time.perf_counter() - started, len(committed(out))

@@ -55,7 +55,8 @@ def measured(command: list[str], every: float = 0.05) -> dict[str, Any]:
     largest anonymous RSS any of its processes had at a poll."""
     started = time.perf_counter()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    environment = dict(os.environ, PYTHONPATH=str(ROOT))
+    inherited = os.environ.get("PYTHONPATH")  # kept after ROOT: a copy of scripts/ run against a checkout on the path
+    environment = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), *([inherited] if inherited else [])]))
     with tempfile.TemporaryFile("w+") as log:  # not a pipe: a child writing more than it holds would stall
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True, env=environment, cwd=ROOT)
         peaks: dict[int, tuple[int, str]] = {}
