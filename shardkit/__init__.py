@@ -44,6 +44,7 @@ if TYPE_CHECKING:
         materialize_snapshot,
         preview,
         reshard,
+        reshard_with,
         verify,
         write_idx_files,
     )
@@ -66,6 +67,7 @@ __all__ = [
     "materialize_snapshot",
     "preview",
     "reshard",
+    "reshard_with",
     "verify",
     "write_idx_files",
 ]

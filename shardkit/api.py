@@ -19,7 +19,7 @@ from shardkit.output.found import expand
 from shardkit.pipeline.builder import BuildResult, build, build_with, finalize
 from shardkit.pipeline.options import BuildOptions
 from shardkit.pipeline.reshard.options import ReshardOptions
-from shardkit.pipeline.reshard.resharder import ReshardResult, reshard
+from shardkit.pipeline.reshard.resharder import ReshardResult, reshard, reshard_with
 from shardkit.read.materialize import DEFAULT_NUM_SHARDS, SnapshotResult
 from shardkit.view.preview import preview
 
@@ -40,6 +40,7 @@ __all__ = [
     "materialize_snapshot",
     "preview",
     "reshard",
+    "reshard_with",
     "verify",
     "write_idx_files",
 ]

@@ -68,20 +68,50 @@ class _UsageLine(click.ClickException):
 )
 @click.option("--overwrite", is_flag=True, help="Replace a different build or reshard already in OUT.")
 @click.option("--fsync/--no-fsync", default=True, show_default=True, help="Flush each shard to stable storage before committing it.")
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "dask"]),
+    default="local",
+    show_default=True,
+    help="local: a process pool on this machine; dask: every shard task on a Dask cluster whose workers see OUT's folder.",
+)
+@click.option(
+    "--scheduler",
+    envvar="SHARDKIT_DASK_SCHEDULER",
+    metavar="tcp://HOST:8786",
+    help="Dask scheduler address for --executor dask [env: SHARDKIT_DASK_SCHEDULER].",
+)
 @QUIET
 @click.option("--progress", "force_progress", is_flag=True, help="Show the progress bars even when stderr is not a terminal.")
 @friendly_errors
-def reshard(paths: tuple[str, ...], out: str, format_: str, compression: str, quiet: bool, force_progress: bool, **options: Any) -> None:
+def reshard(
+    paths: tuple[str, ...],
+    out: str,
+    format_: str,
+    compression: str,
+    executor: str,
+    scheduler: str | None,
+    quiet: bool,
+    force_progress: bool,
+    **options: Any,
+) -> None:
     """Write existing shards again: balanced, globally shuffled, sized for the hosts that read them, or converted.
 
     PATHS are a shardkit output, a TFDS prepared folder, or TFRecord/ArrayRecord files, folders or
     globs (local, gs:// or s3://). Re-running the same command resumes an interrupted reshard.
     """
-    from shardkit.api import ReshardOptions
-    from shardkit.pipeline.reshard.resharder import reshard_with
+    from shardkit.api import ReshardOptions, reshard_with
 
+    dask_executor = None
+    if executor == "dask":
+        if not scheduler:
+            raise click.UsageError("--executor dask needs --scheduler tcp://HOST:PORT (or SHARDKIT_DASK_SCHEDULER)")
+        from shardkit.executors import DaskExecutor
+
+        dask_executor = DaskExecutor(scheduler)
     try:
         made = ReshardOptions(
+            executor=dask_executor,
             format=format_,
             compression=None if compression == "none" else compression,
             progress=False if quiet else (True if force_progress else None),

@@ -187,8 +187,9 @@ def _record(source: _Source, number: int, data: bytes) -> Record:
 def roles(record: Record) -> tuple[str | None, str | None]:
     """The keys of the record's image and of the mask drawn over it (None where there is none)."""
     features = record.features
-    if record.output is not None:
-        schema = [f for f in record.output.manifest.schema if f["key"] in features and features[f["key"]][1]]
+    described = _describing(record)
+    if described is not None:
+        schema = [f for f in described.manifest.schema if f["key"] in features and features[f["key"]][1]]
         image = next((f["key"] for f in schema if of_entry(f).leads), None)
         mask = next((f["key"] for f in schema if of_entry(f).follows_lead), None)
         return image, mask
@@ -203,6 +204,12 @@ def roles(record: Record) -> tuple[str | None, str | None]:
     return (images[0] if images else None), (masks[0] if masks and images else None)
 
 
+def _describing(record: Record) -> Output | None:
+    """The record's output where it describes its features (a build's does; a reshard of files
+    another tool wrote only infers their schema, so their keys are read as any foreign file's)."""
+    return record.output if record.output is not None and record.output.manifest.config.get("features") else None
+
+
 def captions(record: Record) -> list[str]:
     """The record's identity, its labels (class names where the manifest has them), where it is."""
     features = record.features
@@ -210,7 +217,7 @@ def captions(record: Record) -> list[str]:
     identity = next((k for k in IDENTITY_KEYS if features.get(k, ("", []))[0] == BYTES and features[k][1]), None)
     if identity is not None:
         lines.append(_text(features[identity][1][0]))
-    claimed = _drawn_keys(record) if record.output is None else set()  # objects' classes are named on their boxes
+    claimed = _drawn_keys(record) if _describing(record) is None else set()  # objects' classes are named on their boxes
     labels = [_label(record, key) for key in sorted(features) if key not in claimed and _is_label(record, key)]
     if labels:
         lines.append(", ".join(labels))
@@ -220,8 +227,9 @@ def captions(record: Record) -> list[str]:
 
 def _is_label(record: Record, key: str) -> bool:
     dtype, values = record.features[key]
-    if record.output is not None:
-        entry = next((f for f in record.output.manifest.schema if f["key"] == key), None)
+    described = _describing(record)
+    if described is not None:
+        entry = next((f for f in described.manifest.schema if f["key"] == key), None)
         role = of_entry(entry).label_role if entry is not None else "by_name"
         if role != "by_name":
             return role == "always"
@@ -283,8 +291,9 @@ def objects(record: Record, shown: tuple[int, int]) -> list[Overlay]:
     """What the record's features draw over its picture (objects), found by the manifest's schema
     or, in a file another tool wrote, by each kind from the keys."""
     found: list[Overlay] = []
-    if record.output is not None:
-        manifest = record.output.manifest
+    described = _describing(record)
+    if described is not None:
+        manifest = described.manifest
         kinds = {of_entry(f).feature_key(f): of_entry(f) for f in manifest.schema}
         drawn = [(kind, key, manifest.classes.get(key)) for key, kind in kinds.items()]
     else:

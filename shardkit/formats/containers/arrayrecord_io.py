@@ -269,8 +269,12 @@ def _read_records(
                 if on_damaged is None:
                     return f"damaged data: {_reason(exc)}", index, options, index
                 on_damaged(index, f"damaged data: {_reason(exc)}")
-                if index + 1 < stop:
+                if index + 1 < stop:  # a reader that failed stays failed: a new one goes on at the next record
+                    with contextlib.suppress(RuntimeError):
+                        reader.close()
+                    reader = _module().ArrayRecordReader(path, READ_OPTIONS)
                     reader.seek(index + 1)
+                    read = reader.read
                 continue
             if on_record is not None:
                 on_record(index, index, memoryview(record))

@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from shardkit.formats.containers import registry
 from shardkit.formats.containers.adapter import LocatedReader
+from shardkit.formats.example_decoder import ExampleDecoder
 from shardkit.output.shard_record import ShardFile, ShardResult
 from shardkit.pipeline.reshard.task import ReshardTask
 from shardkit.pipeline.shard.shard_files import ShardWriters, WrittenShard
@@ -35,6 +36,7 @@ def copy_shard(task: ReshardTask, progress: Progress | None = None, tick_every: 
     settings = task.settings
     rows = np.load(location.join(settings.plan_dir, task.plan_file), mmap_mode="r", allow_pickle=False)[task.rows[0] : task.rows[1]]
     readers: dict[int, LocatedReader] = {}
+    labels = _LabelCounts(settings.labels)
     writers = ShardWriters(task, uuid.uuid4().hex[:8])
     pending, last_tick = 0, time.monotonic()
     try:
@@ -42,7 +44,9 @@ def copy_shard(task: ReshardTask, progress: Progress | None = None, tick_every: 
             for batch in _batches(rows):
                 if stop is not None:
                     stop()
-                writers.write_batch(pa.array(_read(task, batch, readers), pa.large_binary()))
+                records = _read(task, batch, readers)
+                labels.add(records)
+                writers.write_batch(pa.array(records, pa.large_binary()))
                 pending += len(batch)
                 if progress is not None and time.monotonic() - last_tick >= tick_every:
                     progress(pending)
@@ -73,10 +77,41 @@ def copy_shard(task: ReshardTask, progress: Progress | None = None, tick_every: 
         fingerprint=settings.fingerprint,
         seconds=round(time.perf_counter() - started, 3),
         index_file=None if primary.sidecar is None else primary.sidecar[0],
+        labels=labels.counts,
         format=primary.container.name,
         twins=tuple(ShardFile(t.container.name, t.name, t.written.size, t.written.crc32c, t.sidecar and t.sidecar[0]) for t in twins),
     )
     return WrittenShard(task, result, files)
+
+
+class _LabelCounts:
+    """Per label feature an input OUT counted, how many of the shard's records carry each value
+    (class names where it has them); None once a record holds anything but one value."""
+
+    def __init__(self, keys: tuple[tuple[str, tuple[str, ...] | None], ...]) -> None:
+        self.keys = keys
+        self.counts: dict[str, dict[str, int] | None] = {key: {} for key, _ in keys}
+        self.decoder = ExampleDecoder({}) if keys else None
+
+    def add(self, records: list[bytes]) -> None:
+        if self.decoder is None:
+            return
+        for record in records:
+            features, _ = self.decoder.decode(record)
+            for key, names in self.keys:
+                counts = self.counts[key]
+                if counts is None:
+                    continue
+                _, values = features.get(key, (None, []))
+                if len(values) != 1:
+                    self.counts[key] = None
+                    continue
+                value = values[0]
+                if names is not None and isinstance(value, int) and 0 <= value < len(names):
+                    shown = names[value]
+                else:
+                    shown = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+                counts[shown] = counts.get(shown, 0) + 1
 
 
 def _batches(rows: np.ndarray) -> Iterator[np.ndarray]:

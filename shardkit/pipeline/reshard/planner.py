@@ -84,7 +84,7 @@ def _left_out(source: InputFile, index: FileIndex, skip: bool) -> list[SkippedEn
         inflated = " of the inflated stream" if source.compression != "none" else ""
         raise ShardkitError(
             f"{source.path}: {_where(by_offset, where)}{inflated}: {reason}; nothing was written "
-            "(--on-error skip leaves damaged records out and lists them in errors.jsonl)"
+            f"(--on-error skip leaves damaged records out and lists them in {layout.ERRORS})"
         )
     left = [SkippedEntry(source.split, source.path, 0, reason, where) for where, reason in index.damaged]
     if index.stopped is not None:

@@ -128,7 +128,7 @@ def reshard_with(paths: Sequence[str | Path], out: str | Path, options: ReshardO
             state = resume.prepare_state(out_dir, fingerprint, config, parameters, inputs, options.overwrite)
             if not _has_plan(out_dir, state):
                 state = _plan(out_dir, state, found, options, workers)
-            settings = ReshardSettings(out_dir, parameters.containers(), fingerprint, state.plan, options.fsync)
+            settings = ReshardSettings(out_dir, parameters.containers(), fingerprint, state.plan, options.fsync, metadata.label_keys(found))
             tasks = reshard_tasks(state.splits, settings)
             reached.names = [t.name for t in tasks]
             done = resume.finished_shards(out_dir, tasks, fingerprint)

@@ -85,11 +85,11 @@ def find(paths: Sequence[str], split: str | None = None) -> Found:
         outputs += targets.outputs
         roots += [output.path for output in targets.outputs]
         files += [_sniffed(location.absolute(path), split) for path in targets.files]
+    kinds = [what for what, there in (("a shardkit output", outputs), ("a TFDS folder", tfds), ("other shard files", files)) if there]
     for output in outputs:
         files += _output_files(output, split)
     for folder in tfds:
         files += _tfds_files(folder, split)
-    kinds = [what for what, there in (("a shardkit output", outputs), ("a TFDS folder", tfds), ("other shard files", files)) if there]
     if not files:
         raise UsageError(f"{', '.join(map(str, paths)) or 'no PATH'}: no shard files to reshard")
     if len(outputs) + len(tfds) > 1 or (len(kinds) > 1 and (outputs or tfds)):

@@ -26,6 +26,8 @@ class ReshardSettings:
     fingerprint: str
     plan: str  # the plan's folder, under OUT/.shardkit
     fsync: bool = True
+    # The label features an input shardkit OUT counted, with their class names (None: values counted as themselves).
+    labels: tuple[tuple[str, tuple[str, ...] | None], ...] = ()
 
     @property
     def plan_dir(self) -> str:

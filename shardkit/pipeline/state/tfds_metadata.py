@@ -23,10 +23,16 @@ from shardkit.output.manifest import Manifest
 from shardkit.storage import atomic, location
 
 
-def write(out_dir: str, manifest: Manifest, durable: bool = True) -> list[str]:
-    """Write the TFDS metadata files for ``manifest``; returns their names."""
+def write(out_dir: str, manifest: Manifest, durable: bool = True, features: Mapping[str, Any] | None = None) -> list[str]:
+    """Write the TFDS metadata files for ``manifest`` (``features``: the TFDS features, where its
+    config does not describe them: a reshard of foreign records); returns their names."""
     if manifest.parameters.compression == "gzip":
         return []  # TFDS reads TFRecord shards uncompressed only
+    return _write(out_dir, manifest, durable, features if features is not None else _features(manifest))
+
+
+def _features(manifest: Manifest) -> dict[str, Any]:
+    """Each feature as its kind describes it to TFDS, from the config and the schema."""
     config_features = manifest.config["features"]
     grouped: dict[str, tuple[FeatureKind, list[Mapping[str, Any]]]] = {}  # a feature's key -> its kind and schema entries
     for spec in manifest.schema:
@@ -38,6 +44,10 @@ def write(out_dir: str, manifest: Manifest, durable: bool = True) -> list[str]:
             described = kind.tfds_features(key, entries, config_features[key])
             if described is not None:
                 features[key] = described
+    return features
+
+
+def _write(out_dir: str, manifest: Manifest, durable: bool, features: Mapping[str, Any]) -> list[str]:
     splits = [
         {
             "filepathTemplate": "{SPLIT}-{SHARD_X_OF_Y}.{FILEFORMAT}",
