@@ -309,7 +309,7 @@ def report(case: str, runs: dict[str, list[dict[str, Any]]], records: int, shard
         peak = max(largest["parent_mb"], largest["child_mb"])
         print(f"shardkit's peak RSS: parent {largest['parent_mb']:.0f} MB, its other processes "
               f"{', '.join(map(str, largest['children_mb'])) or 'none'} MB: largest {peak:.0f} MB (target <= 300 MB); "
-              f"largest anonymous RSS seen {largest['anon_mb']:.0f} MB (VmHWM counts mapped files' pages too)")  # fmt: skip
+              f"its largest anonymous RSS seen {largest['anon_mb']:.0f} MB (VmHWM counts mapped files' pages too)")  # fmt: skip
         if "tf" in runs:
             print(f"tf / shardkit wall time: {medians['tf'] / medians['shardkit']:.2f}x (target >= 2x)")
         if "cat" in runs:
