@@ -137,3 +137,10 @@ def test_locate_finds_what_the_checking_walk_finds_wherever_a_file_is_damaged(
         assert (found.records, found.error_offset) == (walked.records, walked.error_offset), (found, walked)
         assert (found.error or "").split(" (")[0] == (walked.error or "").split(" (")[0] or (not data and found.error is None)
         assert lengths.tolist() == [len(r) for r in records[: walked.records]]
+
+
+def test_an_empty_tfrecord_file_holds_no_record_and_no_problem(tmp_path: Path) -> None:
+    """TensorFlow reads a 0-byte TFRecord file as no records: so does a reshard (one such file among its inputs stopped it)."""
+    path = tmp_path / "empty.tfrecord"
+    path.write_bytes(b"")
+    assert _located(path, "tfrecord", skip=False) == ([], [], None)
