@@ -99,6 +99,11 @@ class LocatedReader(Protocol):
         """The payloads at ``locators`` (their ``lengths`` as ``locate`` gave them), in that order."""
         ...
 
+    def frames(self, locators: Sequence[int], lengths: Sequence[int]) -> list[bytes]:
+        """Each record whole as the file frames it, for a writer of the same container
+        (``ShardContainer.copies_frames``); only such containers' readers are asked."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -113,6 +118,11 @@ class ShardWriter(abc.ABC):
     @abc.abstractmethod
     def write_batch(self, records: pa.Array) -> None:
         """Append a batch of encoded records (a binary array, element ``i`` record ``i``), as ``write`` of each would."""
+
+    def write_frames(self, frames: Sequence[bytes], lengths: Sequence[int]) -> None:
+        """Append records framed as this container's files frame them (read by ``LocatedReader.frames``,
+        their payloads ``lengths`` bytes), as ``write`` of each payload would: no framing, no checksum again."""
+        raise NotImplementedError(f"{type(self).__name__} does not take framed records")
 
     @abc.abstractmethod
     def close(self, sync: bool) -> WrittenFile:
@@ -132,6 +142,7 @@ class ShardContainer(abc.ABC):
     indexes_itself: ClassVar[bool] = False  # random access built in: ``shardkit index`` has nothing to write
     read_by_tf_data: ClassVar[bool] = False  # tf.data reads it (TFRecordDataset): shardkit.tfdata and snapshots can
     locates_by_offset: ClassVar[bool] = False  # ``locate``'s locators are byte offsets (else record numbers)
+    copies_frames: ClassVar[bool] = False  # its writer takes its files' frames as they are (``write_frames``)
     markers: ClassVar[tuple[str, ...]]  # what a name holds to be one of its files, wherever it came from (for PATHs given)
     suffixes: ClassVar[tuple[str, ...]]  # globs of the ends of the names it writes in OUT, sidecars too (``--overwrite`` replaces them)
 

@@ -139,6 +139,9 @@ class _Located:
     def read(self, locators: Sequence[int], lengths: Sequence[int]) -> list[bytes]:
         return self._reader.read(locators)
 
+    def frames(self, locators: Sequence[int], lengths: Sequence[int]) -> list[bytes]:
+        raise NotImplementedError("ArrayRecord records are read as payloads: its chunks are not copied as they are")
+
     def close(self) -> None:
         self._reader.close()
 

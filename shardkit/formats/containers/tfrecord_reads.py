@@ -108,36 +108,52 @@ def _parse_fetched(index_path: str, data: bytes | None, missing: str) -> list[tu
 
 
 class MappedTFRecord:
-    """One local TFRecord file mapped into memory, read by the frame offsets ``locate`` found.
+    """One local TFRecord file read by the frame offsets ``locate`` found: payloads, or whole frames.
 
-    The walk that found them checked every CRC, so a read here is a slice of the page cache: no
-    second checksum, no seek. After each read the mapping's pages are let go of (the page cache
-    keeps them), so a process reading at random from many large files holds none of them.
-    Opened on first use in each process, and picklable as its path.
+    The walk that found them checked every CRC, so a read here checks none again. A small record is
+    a slice of the file mapped into memory (a page holds many); a large one is one ``pread`` (a
+    mapping's page faults cost more than the kernel's copy). After each read the mapping's pages
+    are let go of (the page cache keeps them), so a process reading at random from many large
+    files holds none of them. Opened on first use in each process, and picklable as its path.
     """
 
     def __init__(self, path: str) -> None:
         self.path = path
         self._map: mmap.mmap | None = None
+        self._fd = -1
 
     def read(self, locators: Sequence[int], lengths: Sequence[int]) -> list[bytes]:
+        return self._take([start + HEADER_SIZE for start in locators], lengths)
+
+    def frames(self, locators: Sequence[int], lengths: Sequence[int]) -> list[bytes]:
+        """Each record's whole frame (length, its CRC, payload, its CRC), as a TFRecord writer writes it."""
+        return self._take(locators, [length + HEADER_SIZE + FOOTER_SIZE for length in lengths])
+
+    def _take(self, starts: Sequence[int], sizes: Sequence[int]) -> list[bytes]:
         if self._map is None:
             self._map = _mapped(self.path)
-        view = self._map
-        records = [view[start + HEADER_SIZE : start + HEADER_SIZE + length] for start, length in zip(locators, lengths, strict=True)]
+            self._fd = os.open(self.path, os.O_RDONLY)
+        view, fd, pread = self._map, self._fd, os.pread
+        taken = [
+            pread(fd, size, start) if size >= _PREAD_FROM else view[start : start + size] for start, size in zip(starts, sizes, strict=True)
+        ]
         view.madvise(mmap.MADV_DONTNEED)
-        return records
+        return taken
 
     def close(self) -> None:
         if self._map is not None:
             self._map.close()
-            self._map = None
+            os.close(self._fd)
+            self._map, self._fd = None, -1
 
     def __getstate__(self) -> dict[str, Any]:
         return {"path": self.path}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["path"])  # type: ignore[misc]
+
+
+_PREAD_FROM = 16 << 10  # bytes from which a record is read with pread rather than sliced from the mapping
 
 
 def _mapped(path: str) -> mmap.mmap:

@@ -14,6 +14,7 @@ import os
 from collections.abc import Sequence
 from typing import BinaryIO, ClassVar, cast
 
+import numpy as np
 import pyarrow as pa
 
 from shardkit.errors import ShardkitError, WriteError
@@ -32,7 +33,7 @@ from shardkit.formats.containers.adapter import (
     WrittenFile,
 )
 from shardkit.formats.containers.idx_sidecar import INDEX_SUFFIX, flat_index_text, index_text
-from shardkit.formats.containers.tfrecord_io import RecordWriter, file_crc32c, frame_batch
+from shardkit.formats.containers.tfrecord_io import FOOTER_SIZE, HEADER_SIZE, RecordWriter, file_crc32c, frame_batch
 from shardkit.formats.containers.tfrecord_reads import IndexedTFRecords, MappedTFRecord
 from shardkit.storage import atomic, location
 
@@ -53,6 +54,7 @@ class TFRecordShards(ShardContainer):
     tfds_file_format: ClassVar[str] = "tfrecord"
     read_by_tf_data: ClassVar[bool] = True
     locates_by_offset: ClassVar[bool] = True
+    copies_frames: ClassVar[bool] = True
     markers: ClassVar[tuple[str, ...]] = (".tfrecord", ".tfrec", ".tfrecords")
     suffixes: ClassVar[tuple[str, ...]] = (SUFFIX + "*",)
 
@@ -145,6 +147,9 @@ class _Writer(ShardWriter):
     def write_batch(self, records: pa.Array) -> None:
         framed, lengths = frame_batch(records)
         self._records.write_framed(framed, lengths)
+
+    def write_frames(self, frames: Sequence[bytes], lengths: Sequence[int]) -> None:
+        self._records.write_framed(b"".join(frames), np.asarray(lengths, np.int64) + HEADER_SIZE + FOOTER_SIZE)
 
     def close(self, sync: bool) -> WrittenFile:
         if self._gzip is not None:

@@ -1,8 +1,11 @@
 """Write one reshard shard: its run of plan rows -> the records, read where the plan found them -> its files.
 
 Records are read in batches of at most 8,192 records or 8 MB, each input file mapped or opened
-once per task, and handed to every container's writer as one batch. The bytes of a record are
-never changed. Nothing is decoded, and TensorFlow is never imported.
+once per task, and handed to every container's writer as one batch. Where every input is in the
+one container the shard is written in and its writer takes that container's frames as they are
+(TFRecord into TFRecord), each record's frame is copied whole: no framing and no checksum again,
+one copy fewer. The bytes of a record are never changed. Nothing is decoded, and TensorFlow is
+never imported.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ def copy_shard(task: ReshardTask, progress: Progress | None = None, tick_every: 
     rows = np.load(location.join(settings.plan_dir, task.plan_file), mmap_mode="r", allow_pickle=False)[task.rows[0] : task.rows[1]]
     readers: dict[int, LocatedReader] = {}
     labels = _LabelCounts(settings.labels)
+    framed = not settings.labels and _copies_frames(task)
     writers = ShardWriters(task, uuid.uuid4().hex[:8])
     pending, last_tick = 0, time.monotonic()
     try:
@@ -43,9 +47,12 @@ def copy_shard(task: ReshardTask, progress: Progress | None = None, tick_every: 
             for batch in _batches(rows):
                 if stop is not None:
                     stop()
-                records = _read(task, batch, readers)
-                labels.add(records)
-                writers.write_batch(pa.array(records, pa.large_binary()))
+                if framed:  # TFRecord into TFRecord: the frames as the input holds them, checked when planned
+                    writers.write_frames(_read(task, batch, readers, framed=True), batch["length"].tolist())
+                else:
+                    records = _read(task, batch, readers)
+                    labels.add(records)
+                    writers.write_batch(pa.array(records, pa.large_binary()))
                 pending += len(batch)
                 if progress is not None and time.monotonic() - last_tick >= tick_every:
                     progress(pending)
@@ -105,8 +112,14 @@ def _batches(rows: np.ndarray) -> Iterator[np.ndarray]:
         start = end
 
 
-def _read(task: ReshardTask, batch: np.ndarray, readers: dict[int, LocatedReader]) -> list[bytes]:
-    """The records of ``batch``, in its order: one read per input file it draws from."""
+def _copies_frames(task: ReshardTask) -> bool:
+    """Whether every input is in the one container the shard is written in, whose writer takes its frames as they are."""
+    containers = task.settings.containers
+    return len(containers) == 1 and containers[0].copies_frames and all(s["container"] == containers[0].name for s in task.sources)
+
+
+def _read(task: ReshardTask, batch: np.ndarray, readers: dict[int, LocatedReader], framed: bool = False) -> list[bytes]:
+    """The records of ``batch`` (their payloads, or their whole frames), in its order: one read per input file it draws from."""
     inputs = batch["input"]
     records: list[bytes] = [b""] * len(batch)
     for number in np.unique(inputs).tolist():
@@ -114,7 +127,8 @@ def _read(task: ReshardTask, batch: np.ndarray, readers: dict[int, LocatedReader
         reader = readers.get(number)
         if reader is None:
             reader = readers[number] = _open(task, number)
-        got = reader.read(batch["locator"][at].tolist(), batch["length"][at].tolist())
+        take = reader.frames if framed else reader.read
+        got = take(batch["locator"][at].tolist(), batch["length"][at].tolist())
         for position, record in zip(at.tolist(), got, strict=True):
             records[position] = record
     return records

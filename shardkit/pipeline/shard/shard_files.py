@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from shardkit.errors import StateError
@@ -110,6 +111,11 @@ class ShardWriters:
     def write_batch(self, records: Any) -> None:
         for writer in self.writers:
             writer.write_batch(records)
+
+    def write_frames(self, frames: Sequence[bytes], lengths: Sequence[int]) -> None:
+        """Records framed as every container of the job frames them (``ShardContainer.copies_frames``)."""
+        for writer in self.writers:
+            writer.write_frames(frames, lengths)
 
     def close(self, sync: bool) -> tuple[StagedFile, ...]:
         staged = []
