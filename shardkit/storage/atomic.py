@@ -50,6 +50,15 @@ def flush_to_disk(fd: int) -> None:
         os.fsync(fd)
 
 
+def flush_file(path: str) -> None:
+    """A file written earlier (and closed), to stable storage."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        flush_to_disk(fd)
+    finally:
+        os.close(fd)
+
+
 def fsync_dir(path: str) -> None:
     """Make a rename in ``path`` durable (a no-op where directories cannot be opened, and in a bucket)."""
     if location.is_url(path):

@@ -384,7 +384,8 @@ def _die(*args: Any, **kwargs: Any) -> Any:
 def test_a_dead_worker_raises_instead_of_hanging(seg_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import shardkit.pipeline.executors.local_executors
 
-    monkeypatch.setattr(shardkit.pipeline.executors.local_executors, "run_task", _die)  # inherited by forked workers
+    for route in ("run_task", "write"):  # a pool worker's two routes (committing at once, or while writing the next)
+        monkeypatch.setattr(shardkit.pipeline.executors.local_executors, route, _die)  # inherited by forked workers
     with pytest.raises(WorkerError, match="died without reporting an error"):
         shardkit.build([seg_data], tmp_path / "out", executor=PoolExecutor(2, "fork"), workers=2, progress=False)
     assert not list((tmp_path / "out").glob(".*incomplete*"))

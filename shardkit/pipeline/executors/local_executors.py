@@ -71,21 +71,28 @@ def _tick(n: int) -> None:
     _progress_queue.put(("tick", n))
 
 
-# A build into a bucket uploads each shard while its worker encodes the next; False waits for each
-# upload instead, only to measure what the overlap gains (scripts/bench_bucket.py --link-mbps).
+# A build into a bucket uploads each shard while its worker encodes the next, and one onto a disk
+# flushes it (fsync) while its worker encodes the next; False waits for each commit instead, only to
+# measure what the overlap gains (scripts/bench_bucket.py --link-mbps).
 OVERLAP_UPLOADS = True
+
+
+def _overlaps_commits(task: Job) -> bool:
+    """Whether a worker commits each shard (an upload, or a flush to stable storage) while it writes the next."""
+    return OVERLAP_UPLOADS and (location.is_url(task.settings.out_dir) or task.settings.fsync)
 
 
 def _run_in_pool(number: int, task: Job) -> ShardResult:
     _running[2 * _slot], _running[2 * _slot + 1] = os.getpid(), number
-    if not (OVERLAP_UPLOADS and location.is_url(task.settings.out_dir)):
+    if not _overlaps_commits(task):
         result = run_task(task, _tick)
         _progress_queue.put(("shard", result))
         return result
-    # Into a bucket: the upload of this shard overlaps with encoding the next. At most one upload
-    # is behind the encoding; the parent counts a shard finished when its "shard" message comes.
+    # The commit of this shard (its upload, or its flush to disk) overlaps with writing the next.
+    # At most one commit is behind the writing; the parent counts a shard finished when its
+    # "shard" message comes.
     global _uploading
-    written = write(task, _tick)
+    written = write(task, _tick, sync=False)
     if _uploading is not None:
         _uploading.result()
     _uploading = _uploader().submit(_commit_and_report, written)
@@ -111,7 +118,7 @@ def _commit_and_report(written: WrittenShard) -> None:
         try:
             pickle.dumps(exc)
         except Exception:  # the queue would drop what it cannot pickle, and the parent wait for ever
-            exc = WorkerError(f"uploading {written.task.name} failed: {type(exc).__name__}: {exc}")
+            exc = WorkerError(f"committing {written.task.name} failed: {type(exc).__name__}: {exc}")
         _progress_queue.put(("failed", exc))
     else:
         _progress_queue.put(("shard", written.result))
@@ -151,7 +158,7 @@ class PoolExecutor:
                     held = [running[i + 1] for i in range(0, len(running), 2) if running[i] == pid]
                     raise WorkerError(dead_worker.message(pid, workers[pid], tasks[held[0]] if held else None))
             results: list[ShardResult] = pending.get()  # re-raises the first worker exception
-            uploading = location.is_url(tasks[0].settings.out_dir)  # commits may still be running: wait for each
+            uploading = _overlaps_commits(tasks[0])  # commits may still be running: wait for each
             while reported < len(results):  # the last ticks and shard messages may still be in flight
                 arrived = self._drain(progress_queue, on_progress, on_shard, 1.0)
                 reported += arrived
@@ -159,7 +166,7 @@ class PoolExecutor:
                     break
                 if uploading and set(workers) - _worker_pids(pool):
                     raise WorkerError(
-                        "a build worker process died while uploading a shard. Finished shards are kept: rerun the same command to resume"
+                        "a build worker process died while committing a shard. Finished shards are kept: rerun the same command to resume"
                     )
             return results
         finally:

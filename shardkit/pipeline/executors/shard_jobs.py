@@ -21,11 +21,14 @@ Progress = Callable[[int], None]
 Stop = Callable[[], None]
 
 
-def write(task: Job, progress: Progress | None = None, tick_every: float = 0.2, stop: Stop | None = None) -> WrittenShard:
-    """The task's shard whole in local temp files, and its record; nothing committed."""
+def write(
+    task: Job, progress: Progress | None = None, tick_every: float = 0.2, stop: Stop | None = None, sync: bool = True
+) -> WrittenShard:
+    """The task's shard whole in local temp files, and its record; nothing committed. Without
+    ``sync`` the files are flushed to stable storage by the commit, not before it returns."""
     if isinstance(task, ReshardTask):
-        return copy_shard(task, progress, tick_every, stop)
-    return write_shard(task, progress, tick_every, stop)
+        return copy_shard(task, progress, tick_every, stop, sync)
+    return write_shard(task, progress, tick_every, stop, sync)
 
 
 def run_task(task: Job, progress: Progress | None = None, tick_every: float = 0.2, stop: Stop | None = None) -> ShardResult:

@@ -32,8 +32,11 @@ Progress = Callable[[int], None]
 Stop = Callable[[], None]
 
 
-def copy_shard(task: ReshardTask, progress: Progress | None = None, tick_every: float = 0.2, stop: Stop | None = None) -> WrittenShard:
-    """Write the shard to local temp files (flushed when the run fsyncs); commit nothing."""
+def copy_shard(
+    task: ReshardTask, progress: Progress | None = None, tick_every: float = 0.2, stop: Stop | None = None, sync: bool = True
+) -> WrittenShard:
+    """Write the shard to local temp files (flushed when the run fsyncs, or by its commit where
+    ``sync`` is False); commit nothing."""
     started = time.perf_counter()
     settings = task.settings
     rows = np.load(location.join(settings.plan_dir, task.plan_file), mmap_mode="r", allow_pickle=False)[task.rows[0] : task.rows[1]]
@@ -57,7 +60,7 @@ def copy_shard(task: ReshardTask, progress: Progress | None = None, tick_every: 
                 if progress is not None and time.monotonic() - last_tick >= tick_every:
                     progress(pending)
                     pending, last_tick = 0, time.monotonic()
-            files = writers.close(sync=settings.fsync)
+            files = writers.close(sync=settings.fsync and sync)
         except BaseException:
             writers.abandon()
             raise
@@ -67,7 +70,7 @@ def copy_shard(task: ReshardTask, progress: Progress | None = None, tick_every: 
     if progress is not None and pending:
         progress(pending)
     result = shard_result(task, files, started, entries=files[0].written.records, labels=labels.counts)
-    return WrittenShard(task, result, files)
+    return WrittenShard(task, result, files, flushed=sync or not settings.fsync)
 
 
 class _LabelCounts:

@@ -66,12 +66,17 @@ class WrittenShard:
     task: ShardJob
     result: ShardResult
     files: tuple[StagedFile, ...]  # the shard in each of the job's containers, the primary first
+    flushed: bool = True  # False: the files are to be flushed to stable storage before they are committed
 
     def commit(self) -> None:
-        """Each file, then the sidecars, then the record (the commit point): renamed or uploaded, each whole."""
+        """Each file (flushed first, where that was left to the commit), then the sidecars, then the
+        record (the commit point): renamed or uploaded, each whole."""
         settings = self.task.settings
         try:
             check_still_ours(self.task)
+            if not self.flushed:
+                for staged in self.files:
+                    atomic.flush_file(staged.temp)
             for staged in self.files:
                 atomic.publish(staged.temp, location.join(settings.out_dir, staged.name))
             for staged in self.files:

@@ -74,8 +74,11 @@ class _Spread:
         atomic.remove_quietly(self.path)
 
 
-def write_shard(task: ShardTask, progress: Progress | None = None, tick_every: float = 0.2, stop: Stop | None = None) -> WrittenShard:
-    """Encode one shard's records into a local temp file (flushed to disk when the build fsyncs); commit nothing."""
+def write_shard(
+    task: ShardTask, progress: Progress | None = None, tick_every: float = 0.2, stop: Stop | None = None, sync: bool = True
+) -> WrittenShard:
+    """Encode one shard's records into a local temp file (flushed to disk when the build fsyncs, or
+    by its commit where ``sync`` is False); commit nothing."""
     started = time.perf_counter()
     settings = task.settings
     final = location.join(settings.out_dir, task.name)
@@ -99,7 +102,8 @@ def write_shard(task: ShardTask, progress: Progress | None = None, tick_every: f
                     tally.add(block.records, block.inputs, block.skipped)
             else:
                 _write_records(task, maker, writers, spread, tally)  # type: ignore[arg-type]
-            files = writers.close(sync=settings.fsync and not location.is_url(settings.out_dir))  # a staged file is uploaded, not kept
+            flush = settings.fsync and not location.is_url(settings.out_dir)  # a staged file is uploaded, not kept
+            files = writers.close(sync=flush and sync)
         except BaseException:
             writers.abandon()
             raise
@@ -119,7 +123,7 @@ def write_shard(task: ShardTask, progress: Progress | None = None, tick_every: f
         sizes=stats.sizes,
         labels=stats.labels,
     )
-    return WrittenShard(task, result, files)
+    return WrittenShard(task, result, files, flushed=sync or not flush)
 
 
 class _Tally:

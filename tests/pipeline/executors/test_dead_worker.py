@@ -35,7 +35,8 @@ def _killed(*args: Any, **kwargs: Any) -> Any:
 def test_a_worker_that_dies_is_named_with_its_shard_and_entries(
     death: Any, how: str, seg_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(local_executors, "run_task", death)  # inherited by forked workers
+    for route in ("run_task", "write"):  # a pool worker's two routes (committing at once, or while writing the next)
+        monkeypatch.setattr(local_executors, route, death)  # inherited by forked workers
     with pytest.raises(WorkerError) as caught:
         shardkit.build([seg_data / "val.txt"], tmp_path / "out", executor=PoolExecutor(2, "fork"), workers=2,
                        records_per_shard=4, progress=False)  # fmt: skip
