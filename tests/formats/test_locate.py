@@ -133,7 +133,7 @@ def test_locate_finds_what_the_checking_walk_finds_wherever_a_file_is_damaged(
     for data in cases:
         path.write_bytes(data)
         walked = container.walk(str(path), checksum=False)
-        locators, lengths, found = container.locate(str(path))
+        _, lengths, found = container.locate(str(path))
         assert (found.records, found.error_offset) == (walked.records, walked.error_offset), (found, walked)
         assert (found.error or "").split(" (")[0] == (walked.error or "").split(" (")[0] or (not data and found.error is None)
         assert lengths.tolist() == [len(r) for r in records[: walked.records]]
