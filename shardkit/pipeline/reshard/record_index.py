@@ -28,10 +28,6 @@ class FileIndex:
     damaged: tuple[tuple[int, str], ...]  # (where, reason) of each record left out (on_error skip)
     stopped: tuple[int, str] | None  # where the walk could not go on, and why (the rest of the file is unreadable)
 
-    @property
-    def payload_bytes(self) -> int:
-        return int(self.lengths.sum())
-
 
 def staged_name(number: int, source: InputFile) -> str:
     """The plan folder's name of input ``number``'s local plain copy."""

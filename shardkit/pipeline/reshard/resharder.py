@@ -154,7 +154,8 @@ def reshard_with(paths: Sequence[str | Path], out: str | Path, options: ReshardO
 
 
 def _check_out_spares_inputs(out_dir: str, found: Found) -> None:
-    """OUT is not an input, nor inside a folder given as one, nor the folder an input file is in."""
+    """OUT is not an input, nor inside a folder given as one, nor the folder an input file is in
+    (a folder beside the inputs, or under their folder, is fine: no PATH given reads it)."""
     files = [f.path for f in found.files]
     target = protected.real(out_dir)
     for folder in found.roots:

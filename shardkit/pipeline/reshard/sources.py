@@ -60,7 +60,7 @@ class Found:
     files: tuple[InputFile, ...]
     output: Output | None = None  # the shardkit OUT they are (its config and schema carry over)
     tfds: TfdsFolder | None = None  # the TFDS folder they are (its metadata carries over)
-    roots: tuple[str, ...] = ()  # the folders given, and each file's folder: OUT may be none of these, nor inside one
+    roots: tuple[str, ...] = ()  # the folders given (outputs, TFDS folders, folders of shard files): OUT may lie inside none
 
 
 def find(paths: Sequence[str], split: str | None = None) -> Found:
@@ -98,7 +98,6 @@ def find(paths: Sequence[str], split: str | None = None) -> Found:
             "records alone; reshard each on its own"
         )
     unique = list({_resolved(f.path): f for f in reversed(files)}.values())[::-1]  # a file named twice is read once
-    roots += [location.dirname(f.path) for f in unique]
     return Found(tuple(unique), outputs[0] if outputs else None, tfds[0] if tfds else None, tuple(dict.fromkeys(roots)))
 
 

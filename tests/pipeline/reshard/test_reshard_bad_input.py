@@ -142,3 +142,12 @@ def test_an_out_in_an_input_is_refused_before_anything_is_written(tmp_path: Path
         shardkit.reshard([given], out, shards=2, workers=1, progress=False)
     assert digests(tmp_path) == before
     assert sorted(p.name for p in folder.iterdir()) == [path.name]  # no OUT, no .shardkit, no lock
+
+
+def test_an_out_beside_the_input_files_it_was_given_is_fine(tmp_path: Path) -> None:
+    """A file given by name, not its folder: a folder under that folder is no input (no PATH given reads it)."""
+    path = write_tfrecords(tmp_path / "in" / "train-00000-of-00001.tfrecord", RECORDS)
+    before = digests(path)
+    result = shardkit.reshard([path], tmp_path / "in" / "resharded", shards=2, workers=1, progress=False)
+    assert result.manifest.totals.records == len(RECORDS)
+    assert digests(path) == before
