@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from shardkit.errors import StateError
+from shardkit.errors import StateError, WriteError
 from shardkit.formats.containers.adapter import ShardContainer, ShardWriter, WrittenFile
 from shardkit.output import layout
 from shardkit.output.build_state import current_fingerprint
@@ -76,7 +76,10 @@ class WrittenShard:
             check_still_ours(self.task)
             if not self.flushed:
                 for staged in self.files:
-                    atomic.flush_file(staged.temp)
+                    try:
+                        atomic.flush_file(staged.temp)
+                    except OSError as exc:  # a full disk or a failing one: named by the shard's own name, as a write's error is
+                        raise WriteError.from_os_error(location.join(settings.out_dir, staged.name), exc) from None
             for staged in self.files:
                 atomic.publish(staged.temp, location.join(settings.out_dir, staged.name))
             for staged in self.files:

@@ -45,3 +45,23 @@ def test_only_a_single_tfrecord_output_of_tfrecord_inputs_copies_frames(tmp_path
     assert not copier._copies_frames(task(("tfrecord",), ("tfrecord", "arrayrecord")))
     assert not copier._copies_frames(task(("arrayrecord",), ("arrayrecord",)))
     assert not copier._copies_frames(task(("tfrecord", "arrayrecord"), ("tfrecord",)))
+
+
+def test_a_flush_that_fails_in_the_commit_is_one_write_error_naming_the_shard(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pool worker flushes each shard while it writes the next: a disk failing then is the shard's
+    error, as a failed write is, and the shard is not committed."""
+    import errno
+
+    from shardkit.errors import WriteError
+    from shardkit.executors import PoolExecutor
+    from shardkit.storage import atomic
+
+    def failing(path: str) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    write_tfrecords(tmp_path / "in" / "train-00000-of-00001.tfrecord", examples(range(50)))
+    monkeypatch.setattr(atomic, "flush_file", failing)  # inherited by the forked workers
+    with pytest.raises(WriteError, match=r"input/output error writing .*/out/train-0000\d-of-00002\.tfrecord: ") as caught:
+        shardkit.reshard([tmp_path / "in"], tmp_path / "out", shards=2, executor=PoolExecutor(2, "fork"), progress=False)
+    assert "0 of 2 shards finished and kept" in str(caught.value)
+    assert not list((tmp_path / "out").glob("train-*")) and not (tmp_path / "out" / "manifest.json").exists()
