@@ -156,7 +156,7 @@ def build_with(indexes: Sequence[str | Path], out: str | Path, options: BuildOpt
         preflight.check_out_spares_inputs(out_dir, indexes, sources, options.from_folder, [options.config, options.image_root])
         parameters = options.parameters()
         # The class lists are not in it: the inputs decide them, and resuming must not re-read every row.
-        fingerprint = fingerprint_of(cfg, parameters.fingerprinted(), inputs)
+        fingerprint = fingerprint_of(cfg.to_dict(), parameters.fingerprinted(), inputs)
         reached.fingerprint = fingerprint
 
         if not location.is_url(out_dir):

@@ -12,7 +12,7 @@ import hashlib
 import itertools
 import json
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -206,6 +206,7 @@ def _prepend(first: list[Row | EntryError], rest: Iterator[Row | EntryError]) ->
     yield from rest
 
 
-def fingerprint_of(cfg: Config, parameters: dict[str, Any], inputs: dict[str, Any]) -> str:
-    blob = json.dumps({"config": cfg.to_dict(), "parameters": parameters, "inputs": inputs}, sort_keys=True)
+def fingerprint_of(config: Mapping[str, Any], parameters: Mapping[str, Any], inputs: Mapping[str, Any]) -> str:
+    """What tells one build (or reshard) from another: its resolved config, the parameters that change records, what it read."""
+    blob = json.dumps({"config": config, "parameters": parameters, "inputs": inputs}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:32]

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
-import json
 import os
 import shutil
 import time
@@ -26,6 +24,7 @@ from shardkit.output.manifest import Manifest
 from shardkit.output.shard_record import ShardResult
 from shardkit.pipeline.builder import progress_bar, publish_plan
 from shardkit.pipeline.executors.local_executors import Executor, InlineExecutor, PoolExecutor, default_workers
+from shardkit.pipeline.inputs.splits import fingerprint_of
 from shardkit.pipeline.reshard import metadata
 from shardkit.pipeline.reshard.options import ReshardOptions
 from shardkit.pipeline.reshard.planner import make_plan
@@ -118,8 +117,7 @@ def reshard_with(paths: Sequence[str | Path], out: str | Path, options: ReshardO
         if found.tfds is not None:  # the files its TFDS metadata copies into OUT: the state's to remove with --overwrite
             inputs[layout.TFDS_EXTRAS_INPUT] = list(found.tfds.extra_files)
         config = metadata.carried_config(found)
-        blob = json.dumps({"config": config, "parameters": parameters.fingerprinted(), "inputs": inputs}, sort_keys=True)
-        fingerprint = hashlib.sha256(blob.encode()).hexdigest()[:32]
+        fingerprint = fingerprint_of(config, parameters.fingerprinted(), inputs)
         reached.fingerprint = fingerprint
         with atomic.naming(out_dir):
             os.makedirs(out_dir, exist_ok=True)

@@ -14,7 +14,7 @@ import dataclasses
 import glob
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from shardkit.errors import ShardkitError, UsageError
@@ -42,10 +42,6 @@ class InputFile:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> InputFile:
-        return cls(**{f.name: raw[f.name] for f in dataclasses.fields(cls) if f.name in raw})
 
     @property
     def staged(self) -> bool:

@@ -7,7 +7,7 @@ plan file; its inputs are the split's input files, which the plan rows name by p
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from shardkit.formats.containers.adapter import ShardContainer
@@ -65,7 +65,3 @@ def reshard_tasks(splits: Mapping[str, SplitPlan], settings: ReshardSettings) ->
         for name, plan in splits.items()
         for i, (start, end, _) in enumerate(plan.shards)
     ]
-
-
-def names(tasks: Sequence[ReshardTask]) -> list[str]:
-    return [task.name for task in tasks]
