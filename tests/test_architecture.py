@@ -42,15 +42,16 @@ LAYERS = {
     "interrupts": {"errors"},
     "units": set(),
     "demo": set(),
+    "duplicates": LEAVES,  # perceptual hashes, digests, the search for twins: NumPy, Pillow, scipy
     "storage": LEAVES,
     "formats": {"storage"} | LEAVES,
     "features": {"formats", "storage"} | LEAVES,
     "output": {"formats", "storage"} | LEAVES,  # the typed contract of OUT: names, manifest, build state, shard records
-    "pipeline": {"features", "output", "formats", "storage"} | LEAVES,
+    "pipeline": {"features", "output", "formats", "storage", "duplicates"} | LEAVES,
     "check": {"features", "output", "formats", "storage"} | LEAVES,
     "read": {"features", "output", "formats", "storage"} | LEAVES,
-    "view": {"pipeline", "check", "read", "features", "output", "formats", "storage"} | LEAVES,
-    "api": {"view", "pipeline", "check", "read", "features", "output", "formats", "storage"} | LEAVES,
+    "view": {"pipeline", "check", "read", "features", "output", "formats", "storage", "duplicates"} | LEAVES,
+    "api": {"view", "pipeline", "check", "read", "features", "output", "formats", "storage", "duplicates"} | LEAVES,
     "public": {"pipeline", "check", "read", "features", "output", "formats", "storage"} | LEAVES,  # shardkit.tfdata, .reader, .executors
     "package": {"api", "version"},  # shardkit/__init__.py
     "cli": {"api", "public", "package", "check", "output"} | LEAVES,  # output: the names in OUT it prints
