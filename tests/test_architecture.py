@@ -21,7 +21,7 @@ PUBLIC = {
     "shardkit": [
         "build", "finalize", "inspect", "count_records", "verify", "write_idx_files", "materialize_snapshot",
         "BuildResult", "VerifyReport", "FileReport", "IndexReport", "SnapshotResult", "__version__", "preview", "BuildOptions",
-        "build_with", "reshard", "ReshardResult", "ReshardOptions",
+        "build_with", "reshard", "ReshardResult", "ReshardOptions", "stats", "DatasetStatistics",
     ],
     "shardkit.errors": [
         "ShardkitError", "UsageError", "ConfigError", "EntryError", "OutputError", "StateError", "WriteError", "CorruptShardError",
