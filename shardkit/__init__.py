@@ -12,6 +12,7 @@ The public Python API, one function per command (``shardkit.api`` holds them)::
     shardkit.materialize_snapshot(src, snap, preprocess) -> SnapshotResult   shardkit snapshot-materialize
     shardkit.preview(paths, out=None, ...)              -> PIL.Image.Image   shardkit preview
     shardkit.reshard(paths, out, shards=..., seed=...)  -> ReshardResult     shardkit reshard
+    shardkit.stats(paths, workers=..., output=...)      -> DatasetStatistics shardkit stats
 
 Also public: ``shardkit.errors`` (what the functions raise), ``shardkit.executors``
 (``DaskExecutor``, ...), ``shardkit.tfdata.load`` and ``shardkit.reader.ShardReader``. The
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from shardkit.api import (
         BuildOptions,
         BuildResult,
+        DatasetStatistics,
         FileReport,
         IndexReport,
         ReshardOptions,
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
         preview,
         reshard,
         reshard_with,
+        stats,
         verify,
         write_idx_files,
     )
@@ -52,6 +55,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BuildOptions",
     "BuildResult",
+    "DatasetStatistics",
     "FileReport",
     "IndexReport",
     "ReshardOptions",
@@ -68,6 +72,7 @@ __all__ = [
     "preview",
     "reshard",
     "reshard_with",
+    "stats",
     "verify",
     "write_idx_files",
 ]

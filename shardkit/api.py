@@ -12,6 +12,7 @@ from pathlib import Path
 
 from shardkit.check.inspection import count as count_records
 from shardkit.check.inspection import inspect
+from shardkit.check.stats import DatasetStatistics, stats
 from shardkit.check.verify import FileReport, VerifyReport, verify
 from shardkit.errors import ConfigError
 from shardkit.formats.containers.registry import IndexReport, write_indexes
@@ -26,6 +27,7 @@ from shardkit.view.preview import preview
 __all__ = [
     "BuildOptions",
     "BuildResult",
+    "DatasetStatistics",
     "FileReport",
     "IndexReport",
     "ReshardOptions",
@@ -41,6 +43,7 @@ __all__ = [
     "preview",
     "reshard",
     "reshard_with",
+    "stats",
     "verify",
     "write_idx_files",
 ]
