@@ -48,35 +48,38 @@ class DatasetStatistics:
         return [m * factor for m in pixels["mean"]], [s * factor for s in pixels["std"]]
 
 
-def stats(paths: Sequence[str], workers: int | None = None, output: str | None = None) -> DatasetStatistics:
+def stats(paths: Sequence[str], workers: int | None = None, output: str | None = None, pixels: bool = False) -> DatasetStatistics:
     """Statistics of one shardkit OUT (read from its ``statistics.pb``) or of shard files (computed
-    on ``workers`` processes); ``output``: also write the proto there."""
+    on ``workers`` processes); ``output``: also write the proto there. ``pixels``: decode every
+    picture to measure its pixels (an OUT's are then counted again from its shards)."""
     targets = expand(paths)
     if len(targets.outputs) == 1 and not targets.files:
-        found = _of_output(targets.outputs[0], workers)
+        found = _of_output(targets.outputs[0], workers, pixels)
     elif targets.outputs:
         raise UsageError("give one shardkit output folder, or shard files: not both, nor several outputs")
     else:
         from shardkit.statistics.foreign import file_statistics
 
-        found = _made(file_statistics(targets.files, workers), {}, f"{len(targets.files)} files")
+        found = _made(file_statistics(targets.files, workers, pixels), {}, f"{len(targets.files)} files")
     if output is not None:
         atomic.write_atomic(output, found.proto.SerializeToString(), durable=False)
     return found
 
 
-def _of_output(out: Output, workers: int | None) -> DatasetStatistics:
+def _of_output(out: Output, workers: int | None, pixels: bool) -> DatasetStatistics:
     labels = {name: {k: dict(v) for k, v in (split.labels or {}).items()} for name, split in out.manifest.splits.items()}
     path = location.join(out.path, layout.STATISTICS)
     try:
-        data = location.read_bytes(path)
+        data = None if pixels else location.read_bytes(path)
     except FileNotFoundError:
-        # An output whose records were not counted as they were written (a reshard; a build from
-        # before statistics): count them now, split by split, from its shards.
+        data = None
+    if data is None:
+        # Pixels asked for, or an output whose records were not counted as they were written (a
+        # reshard; a build from before statistics): count them now, split by split, from its shards.
         from shardkit.statistics.foreign import split_statistics
 
         shards = {split: [out.shard_path(shard) for name, shard in out.shards() if name == split] for split in out.manifest.splits}
-        return _made(split_statistics(shards, workers), labels, f"{out.path} (computed from its shards)")
+        return _made(split_statistics(shards, workers, pixels), labels, f"{out.path} (computed from its shards)")
     from tensorflow_metadata.proto.v0 import statistics_pb2
 
     proto = statistics_pb2.DatasetFeatureStatisticsList()

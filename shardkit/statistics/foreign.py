@@ -2,8 +2,8 @@
 records decoded and counted in a worker, the parts merged per split.
 
 A bytes feature is told by its first value: a picture (its signature: JPEG, PNG, GIF, BMP, WebP),
-text (valid UTF-8) or opaque bytes. Pictures' pixels are not decoded here: their formats and sizes
-in bytes are counted (a build measures the pixels it writes).
+text (valid UTF-8) or opaque bytes. Pictures' formats and sizes in bytes are counted; their pixels
+only with ``pixels`` (each picture decoded: the cost of a decode per picture).
 """
 
 from __future__ import annotations
@@ -13,7 +13,10 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from shardkit.errors import ShardkitError
+from shardkit.formats import image_codec, image_headers
 from shardkit.formats.containers import registry
 from shardkit.formats.example_decoder import ExampleDecoder
 from shardkit.formats.example_proto import BYTES, DecodeError
@@ -35,34 +38,35 @@ def picture_format(value: bytes) -> str | None:
     return None
 
 
-def file_statistics(paths: Sequence[str], workers: int | None = None) -> Any:
+def file_statistics(paths: Sequence[str], workers: int | None = None, pixels: bool = False) -> Any:
     """One dataset, ``all``, of every record in ``paths``: a ``DatasetFeatureStatisticsList``."""
-    return split_statistics({ALL: list(paths)}, workers)
+    return split_statistics({ALL: list(paths)}, workers, pixels)
 
 
-def split_statistics(files: Mapping[str, Sequence[str]], workers: int | None = None) -> Any:
+def split_statistics(files: Mapping[str, Sequence[str]], workers: int | None = None, pixels: bool = False) -> Any:
     """Per split, the statistics of its files' records: a ``DatasetFeatureStatisticsList``."""
-    jobs = [(split, path) for split, paths in files.items() for path in paths]
+    jobs = [(split, (path, pixels)) for split, paths in files.items() for path in paths]
     if workers is None:
         workers = len(os.sched_getaffinity(0))
     if workers > 1 and len(jobs) > 1:
         pool = quiet_pool(mp.get_context(), min(workers, len(jobs)))
         try:
-            parts = pool.map(_file_part, [path for _, path in jobs], chunksize=1)
+            parts = pool.map(_file_part, [job for _, job in jobs], chunksize=1)
         finally:
             stop_pool(pool)
     else:
-        parts = [_file_part(path) for _, path in jobs]
+        parts = [_file_part(job) for _, job in jobs]
     by_split: dict[str, list[dict[str, Any]]] = {split: [] for split in files}
     for (split, _), part in zip(jobs, parts, strict=True):
         by_split[split].append(part)
     return dataset_list({split: merged(found) for split, found in by_split.items()})
 
 
-def _file_part(path: str) -> dict[str, Any]:
+def _file_part(job: tuple[str, bool]) -> dict[str, Any]:
     """The statistics of one file's records, as plain data; a damaged file is one error naming it."""
+    path, pixels = job
     container = registry.of_file(path)
-    counted = _Counter()
+    counted = _Counter(pixels)
     result = container.walk(path, counted.record)
     if counted.problem is not None:
         raise ShardkitError(f"{path}: record {counted.problem[0]}: not a tf.train.Example ({counted.problem[1]})")
@@ -74,7 +78,8 @@ def _file_part(path: str) -> dict[str, Any]:
 class _Counter:
     """Decodes each record of a walk and counts it, telling bytes features apart on first sight."""
 
-    def __init__(self) -> None:
+    def __init__(self, pixels: bool) -> None:
+        self.pixels = pixels
         self.stats = ShardStatistics()
         self.decoder = ExampleDecoder({})
         self.problem: tuple[int, str] | None = None
@@ -95,8 +100,17 @@ class _Counter:
                 roles[key] = _role(values[0])
             if roles.get(key) == "picture":
                 for value in values:
-                    self.stats.picture(key, picture_format(value) or "unknown", None)
+                    self.stats.picture(key, picture_format(value) or "unknown", _pixels(value) if self.pixels else None)
         self.stats.add(features)
+
+
+def _pixels(value: bytes) -> np.ndarray | None:
+    """A picture's pixels as a build would hold them (palettes as RGB); None where it does not decode."""
+    try:
+        info = image_headers.probe(value)
+        return image_codec.decode(value, image_codec.stored_mode(info, False, "image", None, "png"), info=info)
+    except (image_headers.ImageProblem, ValueError, OSError):
+        return None
 
 
 def _role(value: bytes) -> str:

@@ -8,6 +8,7 @@ from typing import Any
 
 from shardkit.statistics.proto import CHANNELS
 
+COCO = ("small", "medium", "large")
 TOP_SHOWN = 5  # top values a text line shows (the data keeps 20)
 
 
@@ -55,6 +56,7 @@ def _feature(feature: Any) -> dict[str, Any]:
             "median": num.median,
             "deciles": deciles,
             "quantile_rank_error": custom["quantiles_rank_error"].num if "quantiles_rank_error" in custom else None,
+            **({"coco_areas": {n: int(custom[f"coco_area_{n}"].num) for n in COCO}} if "coco_area_small" in custom else {}),
         }
     if which == "string_stats":
         text = feature.string_stats
@@ -107,6 +109,8 @@ def lines(summary: Mapping[str, Any], labels: Mapping[str, Mapping[str, Mapping[
         for key, feature in data["features"].items():
             out.extend("  " + line for line in _feature_lines(key, feature, data["records"]))
         for key, counts in ((labels or {}).get(split) or {}).items():
+            if not counts:
+                continue
             shown = ", ".join(f"{name} {n}" for name, n in list(counts.items())[:10])
             out.append(f"  {key} classes: {shown}{', ...' if len(counts) > 10 else ''}")
     return out
@@ -120,12 +124,17 @@ def _feature_lines(key: str, f: Mapping[str, Any], records: int) -> list[str]:
     if f["type"] in ("INT", "FLOAT"):
         if not f["count"] or not f["deciles"]:
             return [f"{head}: no values"]
-        return [
+        line = (
             f"{head}: min {_num(f['min'])}, max {_num(f['max'])}, mean {_num(f['mean'])}, std {_num(f['std'])}, "
             f"median {_num(f['median'])}, zeros {f['zeros']}"
-        ]
+        )
+        if "coco_areas" in f:
+            line += "; COCO sizes " + ", ".join(f"{name} {n}" for name, n in f["coco_areas"].items())
+        return [line]
     if f["type"] == "STRING":
         about = "about " if f["unique_estimated"] else ""
+        if f["top"] and f["top"][0][1] == 1:
+            return [f"{head}: {about}{f['unique']} distinct, none repeated"]
         top = ", ".join(f"{v!r} {n}" for v, n in f["top"][:TOP_SHOWN])
         return [f"{head}: {about}{f['unique']} distinct, top {top}"]
     lo_b, avg_b, hi_b = f["bytes"]
@@ -138,5 +147,5 @@ def _feature_lines(key: str, f: Mapping[str, Any], records: int) -> list[str]:
             std = ", ".join(f"{s:.4f}" for s in px["std_01"])
             found.append(f"  {names} pixels of {f['pixels_measured']} images: Normalize(mean=({mean}), std=({std}))  (0-1 scale)")
         if not f["pixels"]:
-            found.append("  pixels not measured: every picture passed through undecoded")
+            found.append("  pixels not measured: every picture passed through undecoded (shardkit stats --pixels decodes them)")
     return found

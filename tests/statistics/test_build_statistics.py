@@ -170,3 +170,32 @@ def test_stats_json_and_text_from_the_cli(seg_data: Path, tmp_path: Path) -> Non
     assert data["splits"]["train"]["features"]["image"]["pixels_measured"] == 72
     assert data["splits"]["train"]["features"]["image/height"]["max"] == 48
     assert data["splits"]["train"]["features"]["image"]["type"] == "IMAGE"
+
+
+def test_objects_per_image_and_coco_size_ranges_equal_what_tensorflow_reads(tmp_path: Path) -> None:
+    from shardkit import demo
+
+    root = demo.make_detection(tmp_path / "det", train=30, val=6)
+    out = tmp_path / "out"
+    shardkit.build([root / "annotations" / "instances_train2017.json"], out, workers=1, progress=False)
+    proto = _proto(out)
+    records = tfread.read_each(str(out), "train")
+    areas = np.concatenate([np.asarray(r["image/object/area"]) for r in records])
+    custom = _custom(_feature(proto, "train", "image/object/area"))
+    expected = [int((areas < 32**2).sum()), int(((areas >= 32**2) & (areas < 96**2)).sum()), int((areas >= 96**2).sum())]
+    assert [custom[f"coco_area_{n}"].num for n in ("small", "medium", "large")] == expected
+    per_image = [len(r["image/object/bbox/xmin"]) for r in records]
+    common = _feature(proto, "train", "image/object/bbox/xmin").num_stats.common_stats
+    assert (common.min_num_values, common.max_num_values, common.tot_num_values) == (min(per_image), max(per_image), sum(per_image))
+
+
+def test_pixels_of_pictures_passed_through_are_measured_on_request(cls_data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    shardkit.build(out=out, from_folder=cls_data, workers=1, progress=False)
+    assert not shardkit.stats([str(out)]).splits["train"]["features"]["image"]["pixels"]  # never decoded by the build
+    measured = shardkit.stats([str(out)], pixels=True, workers=2)
+    assert "computed from its shards" in measured.source
+    mean, std = measured.normalize("train", scale=255)
+    pixels = _pixels(tfread.read_split(str(out), "train"), "image")
+    np.testing.assert_allclose(mean, pixels.mean(axis=0), atol=0.05)  # Pillow's decode and TensorFlow's INTEGER_ACCURATE
+    np.testing.assert_allclose(std, pixels.std(axis=0), atol=0.05)
