@@ -168,7 +168,7 @@ def publish(
     else:
         location.remove(errors_path)
     write_statistics(out_dir, shards, durable)
-    found = duplicate_report.search(out_dir, shards, run, durable)
+    found = duplicate_report.search(out_dir, location.join(layout.state_dir(out_dir), state.plan), shards, run, durable)
     if found is not None:
         manifest = dataclasses.replace(manifest, duplicates=found)
     tfds(out_dir, manifest, durable)
