@@ -115,3 +115,15 @@ def test_drop_keeps_one_input_of_each_group_on_its_evaluation_side(planted: tupl
     assert sorted(m["source_id"] for g in groups for m in g["members"] if m["dropped"]) == sorted(set(base_of) - set(kept))
     again = shardkit.build([root], out, duplicates="drop", workers=2, records_per_shard=16, progress=False)
     assert again.shards_built == 0  # resumed: the same inputs dropped, nothing to do
+
+
+def test_finalize_after_nodes_that_searched_reports_as_they_did(planted: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    root, _ = planted
+    out = tmp_path / "out"
+    for node in (0, 1):
+        shardkit.build([root], out, duplicates="report", num_nodes=2, node_index=node, records_per_shard=16, workers=1, progress=False)
+    written = (out / "duplicates.jsonl").read_text()
+    assert written
+    (out / "duplicates.jsonl").unlink()
+    shardkit.finalize(out)
+    assert (out / "duplicates.jsonl").read_text() == written
