@@ -217,7 +217,7 @@ def _picture(pen: ImageDraw.ImageDraw, p: Placed, summary: Mapping[str, Any], fe
             y += STRIP + 2
     lo, avg, hi = summary["bytes"]
     if not summary["pixels"]:
-        fonts.write(pen, (x, y), "pixels not measured: passed through undecoded", _GREY, p.box.width)
+        fonts.write(pen, (x, y), "pixels not measured: passed through undecoded, or shard files", _GREY, p.box.width)
         fonts.write(pen, (x, y + LINE), f"{lo}-{hi} bytes, {avg:.0f} on average", INK, p.box.width)
         return
     fonts.write(pen, (x, y), f"pixels of {summary['pixels_measured']} pictures; Normalize on 0-1:", INK, p.box.width)
