@@ -85,14 +85,8 @@ def test_tensorflow_written_files_equal_numpy_over_their_values(tf_files: tuple[
 
     n = np.array([r["n"] for r in rows], dtype=np.float64)
     got = features["n"]
-    assert (got["type"], got["count"], got["missing"], got["min"], got["max"], got["zeros"]) == (
-        "INT",
-        90,
-        0,
-        n.min(),
-        n.max(),
-        int((n == 0).sum()),
-    )
+    assert (got["type"], got["count"], got["missing"], got["zeros"]) == ("INT", 90, 0, int((n == 0).sum()))
+    assert (got["min"], got["max"]) == (n.min(), n.max())
     np.testing.assert_allclose([got["mean"], got["std"]], [n.mean(), n.std()], rtol=1e-12)
     low, high = _rank(n, got["median"])
     assert low - got["quantile_rank_error"] <= 0.5 <= high + got["quantile_rank_error"]
