@@ -173,7 +173,10 @@ def test_every_page_but_the_map_has_examples_that_run() -> None:
 
 def test_docs_pages_exist_and_link_from_the_readme() -> None:
     readme = (ROOT / "README.md").read_text()
-    pages = ("building", "detection", "clusters", "inspect-and-verify", "preview", "reading", "resharding", "performance", "architecture")
+    pages = (
+        *("building", "detection", "clusters", "inspect-and-verify", "preview", "reading", "resharding", "performance", "architecture"),
+        "statistics",
+    )
     for name in pages:
         assert (ROOT / "docs" / f"{name}.md").is_file(), name
         assert f"(docs/{name}.md)" in readme, f"README does not link docs/{name}.md"

@@ -28,6 +28,7 @@ from shardkit.cli.reporting import friendly_errors
 @click.option("--copies", type=click.IntRange(0, 16), default=4, show_default=True, help="Augmented copies drawn beside each original.")
 @click.option("--seed", type=int, default=0, show_default=True, help="The build's seed (the same pixels it writes), or the sample's.")
 @click.option("--labels", is_flag=True, help="Draw a built output's label balance: class counts per split, and their spread over shards.")
+@click.option("--stats", is_flag=True, help="Draw a built output's (or shard files') statistics: histograms, pixel mean and std.")
 @friendly_errors
 def preview(
     paths: tuple[str, ...],
@@ -43,6 +44,7 @@ def preview(
     copies: int,
     seed: int,
     labels: bool,
+    stats: bool,
 ) -> None:
     """Look before you build, and after: a contact sheet of PATHS.
 
@@ -51,6 +53,7 @@ def preview(
       original and K augmented copies, exactly the pixels a build with --seed writes.
     A built output or TFRecord files: a reproducible random sample of records, decoded.
     --labels on a built output: class counts per split and how evenly shards hold them.
+    --stats on a built output or shard files: the statistics `shardkit stats` prints, drawn.
     """
     from shardkit.api import preview as make_preview
 
@@ -65,6 +68,7 @@ def preview(
         copies=copies,
         seed=seed,
         labels=labels,
+        stats=stats,
         image_root=image_root,
         allow_outside_root=allow_outside_root,
         allow_schemes=allow_schemes,

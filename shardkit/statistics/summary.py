@@ -147,5 +147,5 @@ def _feature_lines(key: str, f: Mapping[str, Any], records: int) -> list[str]:
             std = ", ".join(f"{s:.4f}" for s in px["std_01"])
             found.append(f"  {names} pixels of {f['pixels_measured']} images: Normalize(mean=({mean}), std=({std}))  (0-1 scale)")
         if not f["pixels"]:
-            found.append("  pixels not measured: every picture passed through undecoded (shardkit stats --pixels decodes them)")
+            found.append("  pixels not measured: pictures passed through undecoded (shardkit stats --pixels decodes them)")
     return found

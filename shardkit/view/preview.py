@@ -39,6 +39,7 @@ def preview(
     copies: int = 4,
     seed: int = 0,
     labels: bool = False,
+    stats: bool = False,
     image_root: str | Path | None = None,
     allow_outside_root: bool = False,
     allow_schemes: Sequence[str] = (),
@@ -52,7 +53,9 @@ def preview(
     ``copies`` (at most 16) augmented copies: for a given ``seed``, the pixels the build writes
     (``image_root``, ``allow_outside_root``, ``allow_schemes``: as the build's).
     After one (an output, TFRecord files): ``count`` records (16) sampled with ``seed``, or with
-    ``labels`` the class counts per split and their spread over shards.
+    ``labels`` the class counts per split and their spread over shards, or with ``stats`` the
+    statistics (``shardkit.stats``) as histograms: per split (or ``split``'s alone), class counts,
+    numbers' buckets, pictures' per-channel pixel histograms with their mean and std, texts' top values.
     """
     names = [os.fspath(p) for p in paths]
     if count is not None and count < 1:
@@ -60,7 +63,13 @@ def preview(
     if out is not None:
         given = [*names, *(os.fspath(p) for p in (config, from_folder) if isinstance(p, str | os.PathLike))]
         check_picture_path(os.fspath(out), given, None if from_folder is None else os.fspath(from_folder))
-    if labels:
+    if labels and stats:
+        raise UsageError("--labels and --stats draw different pictures: give one")
+    if stats:
+        from shardkit.view.histograms import statistics_sheet
+
+        picture = statistics_sheet(names, split=split)
+    elif labels:
         from shardkit.view.balance import balance_sheet
 
         picture = balance_sheet(names)
