@@ -44,14 +44,16 @@ LAYERS = {
     "demo": set(),
     "storage": LEAVES,
     "formats": {"storage"} | LEAVES,
-    "features": {"formats", "storage"} | LEAVES,
+    "statistics": {"formats", "storage"} | LEAVES,  # what records hold, counted: NumPy and sketches
+    "features": {"statistics", "formats", "storage"} | LEAVES,
     "output": {"formats", "storage"} | LEAVES,  # the typed contract of OUT: names, manifest, build state, shard records
-    "pipeline": {"features", "output", "formats", "storage"} | LEAVES,
-    "check": {"features", "output", "formats", "storage"} | LEAVES,
-    "read": {"features", "output", "formats", "storage"} | LEAVES,
-    "view": {"pipeline", "check", "read", "features", "output", "formats", "storage"} | LEAVES,
-    "api": {"view", "pipeline", "check", "read", "features", "output", "formats", "storage"} | LEAVES,
-    "public": {"pipeline", "check", "read", "features", "output", "formats", "storage"} | LEAVES,  # shardkit.tfdata, .reader, .executors
+    "pipeline": {"features", "statistics", "output", "formats", "storage"} | LEAVES,
+    "check": {"features", "statistics", "output", "formats", "storage"} | LEAVES,
+    "read": {"features", "statistics", "output", "formats", "storage"} | LEAVES,
+    "view": {"pipeline", "check", "read", "features", "statistics", "output", "formats", "storage"} | LEAVES,
+    "api": {"view", "pipeline", "check", "read", "features", "statistics", "output", "formats", "storage"} | LEAVES,
+    # shardkit.tfdata, .reader, .executors
+    "public": {"pipeline", "check", "read", "features", "statistics", "output", "formats", "storage"} | LEAVES,
     "package": {"api", "version"},  # shardkit/__init__.py
     "cli": {"api", "public", "package", "check", "output"} | LEAVES,  # output: the names in OUT it prints
 }

@@ -17,26 +17,17 @@ from shardkit.errors import ConfigError
 from shardkit.features.drawn import ObjectLists, Overlay
 from shardkit.formats.example_proto import FeatureValue
 from shardkit.formats.image_headers import ImageInfo
+from shardkit.statistics.recording import RecordStats as RecordStats  # re-exported: kinds import it from here
+
+Labels = Mapping[str, Mapping[str, int]]  # a split's label counts: counted key -> value -> how many
+
 
 Features = dict[str, tuple[str, FeatureValue]]  # key -> (Example list type, values): one record's features
 T = TypeVar("T")
-Labels = Mapping[str, Mapping[str, int]]  # a split's label counts: counted key -> value -> how many
 
 
 class BadValue(ValueError):
     """A raw input value a kind cannot take; the caller adds the file, line and feature key."""
-
-
-class RecordStats(Protocol):
-    """The running statistics a shard's records give the manifest (``pipeline.shard.records``)."""
-
-    def length(self, key: str, n: int) -> None: ...
-
-    def size(self, key: str, height: int, width: int, channels: int) -> None: ...
-
-    def length_range(self, key: str, lo: int, hi: int) -> None: ...  # a batch's shortest and longest list
-
-    def counts(self, key: str, counts: Mapping[str, int] | None) -> None: ...  # a batch's label counts; None: no label
 
 
 class Loaded(Protocol):
@@ -132,6 +123,7 @@ class FeatureKind:
     label_role: ClassVar[str] = "never"
     plain_text_ok: ClassVar[bool] = False  # any non-empty word of a .txt line is a valid value
     json_type: ClassVar[str | None] = None  # the Arrow type a .jsonl column is read as, each value what json.loads gives; None: by rows
+    statistics_role: ClassVar[str | None] = None  # its bytes to the statistics: "text", "blob" or "picture"; None: numbers
     counts_objects: ClassVar[bool] = False  # its label counts are per object and by class, however many classes
 
     def __eq__(self, other: object) -> bool:
@@ -279,6 +271,11 @@ class FeatureKind:
     def initial_lengths(self, spec: FeatureSpec) -> dict[str, tuple[int, int]]:
         """List lengths known before any record: one value a record, whatever the input."""
         return {spec.key: (1, 1)}
+
+    def statistics_roles(self, spec: FeatureSpec) -> dict[str, str]:
+        """What each bytes key it writes is to the statistics (``statistics.shard_statistics``):
+        "text" (distinct and top values), "blob" (opaque: sizes) or "picture"."""
+        return {} if self.statistics_role is None else {spec.key: self.statistics_role}
 
     def encoder(self, spec: FeatureSpec, stats: RecordStats) -> Encoder:
         """The function that writes this feature into each record of one shard."""

@@ -48,6 +48,7 @@ class FileKind(FeatureKind):
 
     reads_file: ClassVar[bool] = True
     plain_text_ok: ClassVar[bool] = True  # any word names a path; the worker finds out whether it exists
+    statistics_role: ClassVar[str | None] = "blob"
     wire: ClassVar[str] = "bytes"
     schema_dtype: ClassVar[str] = "bytes"
     json_type: ClassVar[str | None] = "string"  # a path

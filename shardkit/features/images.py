@@ -22,6 +22,7 @@ from shardkit.features.columns import from_records
 from shardkit.features.files import FileKind
 from shardkit.formats import image_codec, image_headers
 from shardkit.formats.image_headers import ImageInfo, ImageProblem, probe
+from shardkit.statistics.feature_stats import pixel_histogram
 
 ENCODINGS = ("jpeg", "png", "raw")
 SIZES = ("height", "width", "channels")
@@ -33,6 +34,7 @@ class PictureKind(FileKind):
     """A picture file: probed, decoded on need, re-encoded only when its pixels or format change."""
 
     picture: ClassVar[bool] = True
+    statistics_role: ClassVar[str | None] = "picture"
 
     def channels(self, value: object, encoding: str | None, path: str, source: str | None) -> int | None:
         if value is None:
@@ -91,19 +93,23 @@ class PictureKind(FileKind):
 
     def batch_file(self, spec: FeatureSpec, data: bytes, stored: tuple[ImageInfo, str] | None) -> Any:
         """The picture as ``encoder`` writes it without augmentation (its bytes passed through, or
-        re-encoded): (bytes, format, height, width, channels)."""
+        re-encoded): (bytes, format, height, width, channels, the histogram of its pixels where
+        they were decoded, else None)."""
         info, mode = stored  # type: ignore[misc]
         if image_codec.can_pass_through(info, spec.encoding or "png", mode):
-            return data, info.format.lower(), info.height, info.width, image_codec.channels_of(mode)
+            return data, info.format.lower(), info.height, info.width, image_codec.channels_of(mode), None
         array = image_codec.decode(data, mode, self.class_values, info=info)
         picture = image_codec.encode(array, spec.encoding or "png", spec.quality, spec.zlib_level, mask=self.class_values)
-        return picture, spec.encoding or "png", int(array.shape[0]), int(array.shape[1]), image_codec.channels_of(mode)
+        shape = int(array.shape[0]), int(array.shape[1])
+        return picture, spec.encoding or "png", *shape, image_codec.channels_of(mode), pixel_histogram(array)
 
     def batch_columns(self, spec: FeatureSpec, values: Any, stats: RecordStats) -> list[tuple[str, str, Any]]:
         import pyarrow as pa
 
-        for height, width, channels in {v[2:] for v in values}:  # a size once a chunk, not once a record
+        for height, width, channels in {v[2:5] for v in values}:  # a size once a chunk, not once a record
             stats.size(spec.key, height, width, channels)
+        for value in values:
+            stats.picture_histogram(spec.key, value[1], value[5])
         return [(spec.key, "bytes", pa.array([v[0] for v in values], pa.large_binary())), *self.beside_columns(spec, values)]
 
     def beside_columns(self, spec: FeatureSpec, values: list[tuple[bytes, str, int, int, int]]) -> list[tuple[str, str, Any]]:
@@ -119,6 +125,7 @@ class PictureKind(FileKind):
         def encode(value: Any, loaded: Loaded, augmented: dict[str, np.ndarray] | None, out: Features, labels: list[Any]) -> None:
             info, mode = loaded.stored(key)
             channels = image_codec.channels_of(mode)
+            array: np.ndarray | None = None  # passed through: pixels never decoded
             if augmented is None and image_codec.can_pass_through(info, encoding, mode):
                 data, height, width, image_format = loaded.files[key], info.height, info.width, info.format.lower()
             else:
@@ -132,6 +139,7 @@ class PictureKind(FileKind):
             out[key] = ("bytes", [data])
             beside(spec, out, data, image_format, height, width, channels)
             stats.size(key, height, width, channels)
+            stats.picture(key, image_format, array)
 
         return encode
 
@@ -226,7 +234,7 @@ class EncodedImageKind(ImageKind):
 
     def beside_columns(self, spec: FeatureSpec, values: list[tuple[bytes, str, int, int, int]]) -> list[tuple[str, str, Any]]:
         records: list[Features] = []
-        for picture, image_format, height, width, channels in values:
+        for picture, image_format, height, width, channels, *_ in values:
             records.append({})
             self.write_beside(spec, records[-1], picture, image_format, height, width, channels)
         return from_records(records, self.extra_keys(spec))

@@ -247,6 +247,9 @@ class ObjectsKind(FeatureKind):
 
     # -- the manifest and readers ----------------------------------------------------------------
 
+    def statistics_roles(self, spec: FeatureSpec) -> dict[str, str]:
+        return {f"{spec.key}/class/text": "text", f"{spec.key}/mask": "blob"}
+
     def schema(
         self, key: str, config: Mapping[str, Any], lengths: Mapping[str, tuple[int, int]], sizes: Mapping[str, list[Any]]
     ) -> list[dict[str, Any]]:

@@ -15,6 +15,7 @@ from shardkit.features.base import TFDS, BadValue, Encoder, FeatureKind, Feature
 
 class StringKind(FeatureKind):
     name: ClassVar[str] = "string"
+    statistics_role: ClassVar[str | None] = "text"
     wire: ClassVar[str] = "bytes"
     schema_dtype: ClassVar[str] = "string"
     label_role: ClassVar[str] = "by_name"

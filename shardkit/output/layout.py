@@ -62,7 +62,8 @@ _LABELS = ".labels.txt"
 _SCRATCH = "tmp"
 # What a build writes at OUT's top (and --overwrite may delete): shards with their .idx, and the metadata.
 LABEL_MAP = "label_map.pbtxt"  # the TF Object Detection API's label map, for a build with objects
-METADATA_NAMES = (MANIFEST, ERRORS, DATASET_INFO, FEATURES, LABEL_MAP)  # beside the shards and the class lists
+STATISTICS = "statistics.pb"  # per split and feature, a DatasetFeatureStatisticsList (TFDV, Facets)
+METADATA_NAMES = (MANIFEST, ERRORS, DATASET_INFO, FEATURES, LABEL_MAP, STATISTICS)  # beside the shards and the class lists
 TFDS_BUILDER_METADATA = "metadata.json"  # a TFDS builder's own (tfds.core.MetadataDict)
 TFDS_EXTRAS_INPUT = "tfds_extra_files"  # where a reshard's build state lists the files it copied from a TFDS folder
 # Files TFDS reads beside dataset_info.json: class names, a deprecated text encoder's vocabulary, the builder's metadata.
@@ -75,6 +76,7 @@ _BUILT = (
     DATASET_INFO,
     FEATURES,
     LABEL_MAP,
+    STATISTICS,
     *_TFDS_EXTRAS,
 )
 

@@ -54,6 +54,8 @@ class ShardResult:
     labels: dict[str, dict[str, int] | None] = dataclasses.field(default_factory=dict)  # label key -> value -> records
     format: str = registry.DEFAULT  # the container of ``name`` (records from before containers had names: TFRecord)
     twins: tuple[ShardFile, ...] = ()  # the same records in the build's other containers
+    # Its records' statistics (``statistics.ShardStatistics.to_data``); None: written before shards kept them.
+    statistics: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

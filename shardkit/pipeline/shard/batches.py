@@ -187,6 +187,7 @@ class BatchMaker:
         columns: list[tuple[str, str, Any]] = []
         for spec, column in zip(self.config.features, values, strict=True):
             columns += spec.kind.batch_columns(spec, column, self.stats)
+        self.stats.statistics.columns(columns, len(origin) - len(skipped))
         return Block(encode_batch(columns, len(origin) - len(skipped)), origin, skipped)
 
     def _files(self, values: list[Any], origin: list[tuple[str, int]], folders: list[str] | None) -> tuple[list[bool], Skipped]:

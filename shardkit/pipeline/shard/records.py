@@ -172,4 +172,5 @@ class RecordMaker:
         features: Features = {}
         for encode, value in zip(self.encoders, loaded.entry.values, strict=True):
             encode(value, loaded, augmented, features, self._labels)
+        self.stats.statistics.add(features)
         return encode_example(features)

@@ -10,15 +10,19 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Mapping
 
+import numpy as np
+
 from shardkit.formats.image_headers import ImageProblem
 from shardkit.pipeline.config import Config
+from shardkit.statistics.shard_statistics import ShardStatistics
 
 MAX_LABEL_VALUES = 64  # an int64 feature with more distinct values than this is not counted as a label
 
 
 class Stats:
-    """Running min/max of list lengths and image sizes, for the manifest's schema, and per label
-    feature (class names, and int64 scalars with few values) how many records carry each value."""
+    """Running min/max of list lengths and image sizes, for the manifest's schema, per label
+    feature (class names, and int64 scalars with few values) how many records carry each value,
+    and the shard's ``statistics`` (``OUT/statistics.pb``'s part: every feature's values)."""
 
     def __init__(self, config: Config) -> None:
         self.lengths: dict[str, tuple[int, int]] = {}
@@ -28,6 +32,13 @@ class Stats:
         }
         # Objects are counted by class however many classes there are; other labels stop at MAX_LABEL_VALUES.
         self.uncapped = {key for f in config.features if f.kind.counts_objects for key in f.kind.counted_keys(f)}
+        self.statistics = ShardStatistics({key: role for f in config.features for key, role in f.kind.statistics_roles(f).items()})
+
+    def picture(self, key: str, image_format: str, array: np.ndarray | None) -> None:
+        self.statistics.picture(key, image_format, array)
+
+    def picture_histogram(self, key: str, image_format: str, histogram: np.ndarray | None) -> None:
+        self.statistics.picture_histogram(key, image_format, histogram)
 
     def label(self, key: str, value: str | None) -> None:
         """Count one record's ``value`` of ``key``; None: this value is not a label (a list)."""

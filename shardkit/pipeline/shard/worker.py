@@ -122,6 +122,7 @@ def write_shard(
         lengths=stats.lengths,
         sizes=stats.sizes,
         labels=stats.labels,
+        statistics=stats.statistics.to_data(),
     )
     return WrittenShard(task, result, files, flushed=sync or not flush)
 

@@ -130,6 +130,24 @@ def error_lines(state: BuildState, shards: Iterable[ShardResult]) -> list[Skippe
 TfdsWriter = Callable[[str, Manifest, bool], list[str]]
 
 
+def write_statistics(out_dir: str, shards: Sequence[ShardResult], durable: bool) -> bool:
+    """``OUT/statistics.pb`` from each shard's statistics, merged per split; none where a shard
+    has none (a shard record from before statistics; a reshard, which reads no values)."""
+    path = location.join(out_dir, layout.STATISTICS)
+    if not shards or any(s.statistics is None for s in shards):
+        location.remove(path)
+        return False
+    from shardkit.statistics.proto import dataset_list
+    from shardkit.statistics.shard_statistics import merged
+
+    by_split: dict[str, list[dict[str, Any]]] = {}
+    for shard in sorted(shards, key=lambda s: (s.split, s.index)):
+        by_split.setdefault(shard.split, []).append(shard.statistics)  # type: ignore[arg-type]
+    proto = dataset_list({split: merged(parts) for split, parts in by_split.items()})
+    atomic.write_atomic(path, proto.SerializeToString(), durable)
+    return True
+
+
 def publish(
     out_dir: str,
     state: BuildState,
@@ -149,6 +167,7 @@ def publish(
     else:
         location.remove(errors_path)
     tfds(out_dir, manifest, durable)
+    write_statistics(out_dir, shards, durable)
     features = manifest.config["features"].values()
     label_map = next((t for v in features if (t := kind_named(v["kind"]).label_map_file(v)) is not None), None)
     label_map_path = location.join(out_dir, layout.LABEL_MAP)
