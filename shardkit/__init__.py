@@ -7,6 +7,7 @@ The public Python API, one function per command (``shardkit.api`` holds them)::
     shardkit.finalize(out)                              -> BuildResult       shardkit finalize
     shardkit.inspect(paths)                             -> dict              shardkit inspect
     shardkit.count_records(paths)                       -> list[dict]        shardkit inspect --count
+    shardkit.file_statistics(paths, workers=...)        -> FilesStatistics   shardkit stats FILE...
     shardkit.verify(paths, deep=..., workers=...)       -> VerifyReport      shardkit verify
     shardkit.write_idx_files(paths)                     -> list[IndexReport] shardkit index
     shardkit.materialize_snapshot(src, snap, preprocess) -> SnapshotResult   shardkit snapshot-materialize
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
         BuildOptions,
         BuildResult,
         FileReport,
+        FilesStatistics,
         IndexReport,
         ReshardOptions,
         ReshardResult,
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
         build,
         build_with,
         count_records,
+        file_statistics,
         finalize,
         inspect,
         materialize_snapshot,
@@ -53,6 +56,7 @@ __all__ = [
     "BuildOptions",
     "BuildResult",
     "FileReport",
+    "FilesStatistics",
     "IndexReport",
     "ReshardOptions",
     "ReshardResult",
@@ -62,6 +66,7 @@ __all__ = [
     "build",
     "build_with",
     "count_records",
+    "file_statistics",
     "finalize",
     "inspect",
     "materialize_snapshot",

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from shardkit.check.file_statistics import FilesStatistics, file_statistics
 from shardkit.check.inspection import count as count_records
 from shardkit.check.inspection import inspect
 from shardkit.check.verify import FileReport, VerifyReport, verify
@@ -27,6 +28,7 @@ __all__ = [
     "BuildOptions",
     "BuildResult",
     "FileReport",
+    "FilesStatistics",
     "IndexReport",
     "ReshardOptions",
     "ReshardResult",
@@ -35,6 +37,7 @@ __all__ = [
     "build",
     "build_with",
     "count_records",
+    "file_statistics",
     "finalize",
     "inspect",
     "materialize_snapshot",

@@ -16,6 +16,7 @@ from shardkit.cli.options import set_storage_options
 from shardkit.cli.preview import preview
 from shardkit.cli.reshard import reshard
 from shardkit.cli.snapshot import snapshot_materialize
+from shardkit.cli.stats import stats
 from shardkit.version import __version__
 
 
@@ -37,7 +38,7 @@ def main(debug: bool, storage_options: tuple[str, ...]) -> None:
         set_storage_options(storage_options)
 
 
-for command in (build, finalize, reshard, inspect, verify, snapshot_materialize, index, preview):
+for command in (build, finalize, reshard, inspect, verify, snapshot_materialize, index, preview, stats):
     main.add_command(command)
 
 
