@@ -110,3 +110,14 @@ def test_output_never_replaces_an_input_and_a_folder_of_files_is_read(tmp_path: 
     with pytest.raises(UsageError, match="is one of the files to read"):
         shardkit.file_statistics([str(tmp_path / "a.tfrecord")], output=str(tmp_path / "a.tfrecord"))
     assert ShardStatistics.from_data(shardkit.file_statistics([str(tmp_path)]).statistics.to_data()).records == 10  # a folder of files
+
+
+def test_a_text_with_more_distinct_values_than_counted_exactly_is_estimated_and_says_so(tmp_path: Path) -> None:
+    from shardkit.statistics.sketches import DISTINCT_EXACT
+
+    count = DISTINCT_EXACT * 3 // 2
+    _written(tmp_path / "names.tfrecord", [{"name": b"item-%06d" % i} for i in range(count)])
+    proto = shardkit.file_statistics([str(tmp_path / "names.tfrecord")]).proto()
+    name = proto.datasets[0].features[0]
+    assert {c.name for c in name.custom_stats} >= {"unique_is_estimate", "top_values_max_error"}
+    assert abs(name.string_stats.unique - count) <= 0.05 * count  # HyperLogLog, lg_k 12: about 1.6 % one sigma
