@@ -167,7 +167,7 @@ def comparisons(data: Path, per_class: int, rows: int) -> list[Difference]:
         report(f"{title}: OUT/statistics.pb against TFDV", differences, notes)
         found += differences
         for dataset in theirs.datasets:  # the same files, read as foreign ones
-            mine = shardkit.file_statistics(splits[title][dataset.name]).proto()
+            mine = shardkit.stats(splits[title][dataset.name], workers=1).proto
             one = type(theirs)()
             one.datasets.add().CopyFrom(dataset)
             differences, notes = compare(mine, one, {"files": truths[dataset.name]})

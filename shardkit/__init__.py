@@ -7,12 +7,12 @@ The public Python API, one function per command (``shardkit.api`` holds them)::
     shardkit.finalize(out)                              -> BuildResult       shardkit finalize
     shardkit.inspect(paths)                             -> dict              shardkit inspect
     shardkit.count_records(paths)                       -> list[dict]        shardkit inspect --count
-    shardkit.file_statistics(paths, workers=...)        -> FilesStatistics   shardkit stats FILE...
     shardkit.verify(paths, deep=..., workers=...)       -> VerifyReport      shardkit verify
     shardkit.write_idx_files(paths)                     -> list[IndexReport] shardkit index
     shardkit.materialize_snapshot(src, snap, preprocess) -> SnapshotResult   shardkit snapshot-materialize
     shardkit.preview(paths, out=None, ...)              -> PIL.Image.Image   shardkit preview
     shardkit.reshard(paths, out, shards=..., seed=...)  -> ReshardResult     shardkit reshard
+    shardkit.stats(paths, workers=..., output=...)      -> DatasetStatistics shardkit stats
 
 Also public: ``shardkit.errors`` (what the functions raise), ``shardkit.executors``
 (``DaskExecutor``, ...), ``shardkit.tfdata.load`` and ``shardkit.reader.ShardReader``. The
@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from shardkit.api import (
         BuildOptions,
         BuildResult,
+        DatasetStatistics,
         FileReport,
-        FilesStatistics,
         IndexReport,
         ReshardOptions,
         ReshardResult,
@@ -41,13 +41,13 @@ if TYPE_CHECKING:
         build,
         build_with,
         count_records,
-        file_statistics,
         finalize,
         inspect,
         materialize_snapshot,
         preview,
         reshard,
         reshard_with,
+        stats,
         verify,
         write_idx_files,
     )
@@ -55,8 +55,8 @@ if TYPE_CHECKING:
 __all__ = [
     "BuildOptions",
     "BuildResult",
+    "DatasetStatistics",
     "FileReport",
-    "FilesStatistics",
     "IndexReport",
     "ReshardOptions",
     "ReshardResult",
@@ -66,13 +66,13 @@ __all__ = [
     "build",
     "build_with",
     "count_records",
-    "file_statistics",
     "finalize",
     "inspect",
     "materialize_snapshot",
     "preview",
     "reshard",
     "reshard_with",
+    "stats",
     "verify",
     "write_idx_files",
 ]

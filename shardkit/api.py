@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from shardkit.check.file_statistics import FilesStatistics, file_statistics
 from shardkit.check.inspection import count as count_records
 from shardkit.check.inspection import inspect
+from shardkit.check.stats import DatasetStatistics, stats
 from shardkit.check.verify import FileReport, VerifyReport, verify
 from shardkit.errors import ConfigError
 from shardkit.formats.containers.registry import IndexReport, write_indexes
@@ -27,8 +27,8 @@ from shardkit.view.preview import preview
 __all__ = [
     "BuildOptions",
     "BuildResult",
+    "DatasetStatistics",
     "FileReport",
-    "FilesStatistics",
     "IndexReport",
     "ReshardOptions",
     "ReshardResult",
@@ -37,13 +37,13 @@ __all__ = [
     "build",
     "build_with",
     "count_records",
-    "file_statistics",
     "finalize",
     "inspect",
     "materialize_snapshot",
     "preview",
     "reshard",
     "reshard_with",
+    "stats",
     "verify",
     "write_idx_files",
 ]

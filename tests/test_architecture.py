@@ -21,7 +21,7 @@ PUBLIC = {
     "shardkit": [
         "build", "finalize", "inspect", "count_records", "verify", "write_idx_files", "materialize_snapshot",
         "BuildResult", "VerifyReport", "FileReport", "IndexReport", "SnapshotResult", "__version__", "preview", "BuildOptions",
-        "build_with", "reshard", "ReshardResult", "ReshardOptions",
+        "build_with", "reshard", "ReshardResult", "ReshardOptions", "stats", "DatasetStatistics",
     ],
     "shardkit.errors": [
         "ShardkitError", "UsageError", "ConfigError", "EntryError", "OutputError", "StateError", "WriteError", "CorruptShardError",
@@ -42,16 +42,17 @@ LAYERS = {
     "interrupts": {"errors"},
     "units": set(),
     "demo": set(),
+    "duplicates": LEAVES,  # perceptual hashes, digests, the search for twins: NumPy, Pillow, scipy
     "storage": LEAVES,
     "formats": {"storage"} | LEAVES,
     "statistics": {"formats", "storage"} | LEAVES,  # what records hold, counted: NumPy and sketches
     "features": {"statistics", "formats", "storage"} | LEAVES,
     "output": {"formats", "storage"} | LEAVES,  # the typed contract of OUT: names, manifest, build state, shard records
-    "pipeline": {"features", "statistics", "output", "formats", "storage"} | LEAVES,
+    "pipeline": {"features", "statistics", "output", "formats", "storage", "duplicates"} | LEAVES,
     "check": {"features", "statistics", "output", "formats", "storage"} | LEAVES,
     "read": {"features", "statistics", "output", "formats", "storage"} | LEAVES,
-    "view": {"pipeline", "check", "read", "features", "statistics", "output", "formats", "storage"} | LEAVES,
-    "api": {"view", "pipeline", "check", "read", "features", "statistics", "output", "formats", "storage"} | LEAVES,
+    "view": {"pipeline", "check", "read", "features", "statistics", "output", "formats", "storage", "duplicates"} | LEAVES,
+    "api": {"view", "pipeline", "check", "read", "features", "statistics", "output", "formats", "storage", "duplicates"} | LEAVES,
     # shardkit.tfdata, .reader, .executors
     "public": {"pipeline", "check", "read", "features", "statistics", "output", "formats", "storage"} | LEAVES,
     "package": {"api", "version"},  # shardkit/__init__.py

@@ -38,7 +38,7 @@ def main(debug: bool, storage_options: tuple[str, ...]) -> None:
         set_storage_options(storage_options)
 
 
-for command in (build, finalize, reshard, inspect, verify, snapshot_materialize, index, preview, stats):
+for command in (build, finalize, reshard, inspect, verify, stats, snapshot_materialize, index, preview):
     main.add_command(command)
 
 

@@ -40,6 +40,8 @@ class Loaded(Protocol):
 
     def array(self, spec: FeatureSpec) -> np.ndarray: ...
 
+    def decoded(self, key: str) -> np.ndarray | None: ...  # the pixels if decoded whole already, else None
+
     def once(self, key: str, make: Callable[[], T]) -> T: ...  # made once per entry, shared by all its records
 
     # A picture as the augmenter gets it: whole, or with the pipeline's leading downscale applied

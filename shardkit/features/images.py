@@ -125,9 +125,9 @@ class PictureKind(FileKind):
         def encode(value: Any, loaded: Loaded, augmented: dict[str, np.ndarray] | None, out: Features, labels: list[Any]) -> None:
             info, mode = loaded.stored(key)
             channels = image_codec.channels_of(mode)
-            array: np.ndarray | None = None  # passed through: pixels never decoded
             if augmented is None and image_codec.can_pass_through(info, encoding, mode):
                 data, height, width, image_format = loaded.files[key], info.height, info.width, info.format.lower()
+                array = loaded.decoded(key)  # the file's pixels where augmentation decoded them; else not measured
             else:
                 array = augmented[key] if augmented is not None else loaded.array(spec)
                 # raw: the original keeps its bytes; an augmented copy has new pixels, in its source's format

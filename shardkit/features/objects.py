@@ -248,7 +248,7 @@ class ObjectsKind(FeatureKind):
     # -- the manifest and readers ----------------------------------------------------------------
 
     def statistics_roles(self, spec: FeatureSpec) -> dict[str, str]:
-        return {f"{spec.key}/class/text": "text", f"{spec.key}/mask": "blob"}
+        return {f"{spec.key}/class/text": "text", f"{spec.key}/mask": "blob", f"{spec.key}/area": "area"}
 
     def schema(
         self, key: str, config: Mapping[str, Any], lengths: Mapping[str, tuple[int, int]], sizes: Mapping[str, list[Any]]

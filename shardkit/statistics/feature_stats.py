@@ -138,6 +138,37 @@ class NumberStats(FeatureStats):
         self.wire = str(raw["wire"])
 
 
+class AreaStats(NumberStats):
+    """Objects' areas in pixels (``objects``' ``area``), also counted exactly in COCO's size
+    ranges: small below 32x32, medium below 96x96, large from there (as COCO's evaluation splits them)."""
+
+    role = "area"
+    LIMITS = (32.0**2, 96.0**2)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sizes = [0, 0, 0]  # small, medium, large
+
+    def update(self, values: np.ndarray, lengths: np.ndarray) -> None:
+        super().update(values, lengths)
+        finite = values[~np.isnan(values)] if values.dtype.kind == "f" else values
+        where = np.searchsorted(np.asarray(self.LIMITS), finite, side="right")
+        for i, n in enumerate(np.bincount(where, minlength=3).tolist()):
+            self.sizes[i] += int(n)
+
+    def merge(self, other: FeatureStats) -> None:
+        assert isinstance(other, AreaStats)
+        super().merge(other)
+        self.sizes = [a + b for a, b in zip(self.sizes, other.sizes, strict=True)]
+
+    def to_data(self) -> dict[str, Any]:
+        return {**super().to_data(), "coco_sizes": self.sizes}
+
+    def load(self, raw: Mapping[str, Any]) -> None:
+        super().load(raw)
+        self.sizes = [int(n) for n in raw["coco_sizes"]]
+
+
 class BytesStats(FeatureStats):
     """Opaque bytes (a file's, a mask's, a picture's encoding): how many bytes each value holds."""
 
@@ -244,7 +275,7 @@ class PictureStats(BytesStats):
         return mean.tolist(), np.sqrt(np.maximum(var, 0.0)).tolist()
 
 
-KINDS: dict[str, type[FeatureStats]] = {k.role: k for k in (NumberStats, BytesStats, StringStats, PictureStats)}
+KINDS: dict[str, type[FeatureStats]] = {k.role: k for k in (NumberStats, AreaStats, BytesStats, StringStats, PictureStats)}
 
 
 def from_data(raw: Mapping[str, Any]) -> FeatureStats:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from shardkit.formats.example_proto import INT64
-from shardkit.statistics.feature_stats import BytesStats, FeatureStats, NumberStats, PictureStats, StringStats, ValueLists
+from shardkit.statistics.feature_stats import AreaStats, BytesStats, FeatureStats, NumberStats, PictureStats, StringStats, ValueLists
 from shardkit.statistics.shard_statistics import ShardStatistics
 from shardkit.statistics.sketches import Quantiles
 
@@ -38,6 +38,9 @@ def _feature(out: Any, key: str, stats: FeatureStats, records: int, pb: Any) -> 
         out.type = pb.FeatureNameStatistics.INT if stats.wire == INT64 else pb.FeatureNameStatistics.FLOAT
         _numbers(out.num_stats, stats, records, pb)
         out.custom_stats.add(name="quantiles_rank_error", num=stats.quantiles.rank_error)
+        if isinstance(stats, AreaStats):
+            for name, count in zip(("small", "medium", "large"), stats.sizes, strict=True):
+                out.custom_stats.add(name=f"coco_area_{name}", num=count)
     elif isinstance(stats, StringStats):
         out.type = pb.FeatureNameStatistics.STRING
         _strings(out.string_stats, stats, records, pb)

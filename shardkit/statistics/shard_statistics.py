@@ -14,6 +14,7 @@ import numpy as np
 
 from shardkit.formats.example_proto import BYTES, FLOAT
 from shardkit.statistics.feature_stats import (
+    KINDS,
     BytesStats,
     FeatureStats,
     NumberStats,
@@ -24,7 +25,8 @@ from shardkit.statistics.feature_stats import (
 )
 
 FLUSH_RECORDS = 4096
-ROLES = ("number", "text", "blob", "picture")
+ROLES = ("number", "area", "text", "blob", "picture")
+NUMBERS = ("number", "area")
 
 
 def _text(value: bytes) -> str:
@@ -99,7 +101,7 @@ class ShardStatistics:
                 lengths = np.ones(len(array), dtype=np.int64)
                 flat = array
             role = self._role(key, wire)
-            if role == "number":
+            if role in NUMBERS:
                 numbers = flat.to_numpy(zero_copy_only=False)
                 self._number(key, numbers.astype(np.float32) if wire == FLOAT else numbers.astype(np.int64), lengths)
                 continue
@@ -121,7 +123,7 @@ class ShardStatistics:
             lengths = np.asarray(self._lengths[key], dtype=np.int64)
             wire = self._wires[key]
             role = self._role(key, wire)
-            if role == "number":
+            if role in NUMBERS:
                 self._number(key, np.asarray(values, dtype=np.float32 if wire == FLOAT else np.int64), lengths)
             else:
                 stats = self._stats(key, role)
@@ -134,16 +136,18 @@ class ShardStatistics:
         self._pending = 0
 
     def _role(self, key: str, wire: str) -> str:
-        return "number" if wire != BYTES else self.roles.get(key, "text")
+        if wire != BYTES:
+            return "area" if self.roles.get(key) == "area" else "number"
+        return self.roles.get(key, "text")
 
     def _stats(self, key: str, role: str) -> FeatureStats:
         stats = self.features.get(key)
         if stats is None:
-            stats = self.features[key] = {"number": NumberStats, "text": StringStats, "blob": BytesStats, "picture": PictureStats}[role]()
+            stats = self.features[key] = KINDS[role]()
         return stats
 
     def _number(self, key: str, values: np.ndarray, lengths: np.ndarray) -> None:
-        stats = self._stats(key, "number")
+        stats = self._stats(key, "area" if self.roles.get(key) == "area" else "number")
         assert isinstance(stats, NumberStats)
         stats.update(values, lengths)
 

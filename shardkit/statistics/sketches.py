@@ -187,7 +187,6 @@ class Distinct:
     @property
     def top_error(self) -> int:
         """The most a top value's count may be off by (0 while counts are exact)."""
-        # datasketches' Python sketch has no get_maximum_error(); its bound is epsilon times the total weight
         return 0 if self.frequent is None else math.ceil(self.frequent.epsilon * self.frequent.total_weight)
 
     def to_data(self) -> dict[str, Any]:

@@ -11,7 +11,6 @@ import pytest
 
 import shardkit
 from shardkit.errors import CorruptShardError, UsageError
-from shardkit.statistics.shard_statistics import ShardStatistics
 from tests.hostile import digests, one_line_error, run_cli
 
 RECORDS = 300
@@ -53,8 +52,7 @@ def test_foreign_files_counted_as_their_values_say(tmp_path: Path) -> None:
     rows = _rows(0) + _rows(1)
     _written(tmp_path / "a.tfrecord", rows[:RECORDS])
     _written(tmp_path / "b.tfrecord.gz", rows[RECORDS:], tf.io.TFRecordOptions(compression_type="GZIP"))  # read as a stream
-    found = shardkit.file_statistics([str(tmp_path / "*.tfrecord*")], output=str(tmp_path / "stats.pb"))
-    assert found.records == 2 * RECORDS and len(found.files) == 2
+    shardkit.stats([str(tmp_path / "*.tfrecord*")], output=str(tmp_path / "stats.pb"))
     from tensorflow_metadata.proto.v0 import statistics_pb2
 
     proto = statistics_pb2.DatasetFeatureStatisticsList.FromString((tmp_path / "stats.pb").read_bytes())
@@ -90,7 +88,7 @@ def test_a_record_that_is_not_an_example_is_named_by_file_record_and_offset(tmp_
         for i in range(5):
             writer.write(tf.train.Example().SerializeToString() if i != 3 else b"\xff\xff not a protocol buffer")
     with pytest.raises(CorruptShardError) as caught:
-        shardkit.file_statistics([str(path)])
+        shardkit.stats([str(path)])
     assert str(caught.value).startswith(f"{path}: record 3 at byte 48: not a tf.train.Example (")  # 3 empty Examples: 16 bytes each
 
 
@@ -107,9 +105,11 @@ def test_cli_names_a_truncated_file_in_one_line_and_changes_nothing(tmp_path: Pa
 
 def test_output_never_replaces_an_input_and_a_folder_of_files_is_read(tmp_path: Path) -> None:
     _written(tmp_path / "a.tfrecord", _rows(3)[:10])
+    before = digests(tmp_path)
     with pytest.raises(UsageError, match="is one of the files to read"):
-        shardkit.file_statistics([str(tmp_path / "a.tfrecord")], output=str(tmp_path / "a.tfrecord"))
-    assert ShardStatistics.from_data(shardkit.file_statistics([str(tmp_path)]).statistics.to_data()).records == 10  # a folder of files
+        shardkit.stats([str(tmp_path / "*.tfrecord")], output=str(tmp_path / "a.tfrecord"))
+    assert digests(tmp_path) == before
+    assert shardkit.stats([str(tmp_path)]).proto.datasets[0].num_examples == 10  # a folder of files
 
 
 def test_a_text_with_more_distinct_values_than_counted_exactly_is_estimated_and_says_so(tmp_path: Path) -> None:
@@ -117,7 +117,7 @@ def test_a_text_with_more_distinct_values_than_counted_exactly_is_estimated_and_
 
     count = DISTINCT_EXACT * 3 // 2
     _written(tmp_path / "names.tfrecord", [{"name": b"item-%06d" % i} for i in range(count)])
-    proto = shardkit.file_statistics([str(tmp_path / "names.tfrecord")]).proto()
+    proto = shardkit.stats([str(tmp_path / "names.tfrecord")]).proto
     name = proto.datasets[0].features[0]
     assert {c.name for c in name.custom_stats} >= {"unique_is_estimate", "top_values_max_error"}
     assert abs(name.string_stats.unique - count) <= 0.05 * count  # HyperLogLog, lg_k 12: about 1.6 % one sigma

@@ -97,6 +97,10 @@ class _Loaded:
             self._downscaled[spec.key] = downscale.mask(full) if kind.class_values else downscale.image(full)
         return self._downscaled[spec.key]
 
+    def decoded(self, key: str) -> Any:
+        """The picture's pixels if they were decoded whole already (for augmentation), else None."""
+        return self._arrays.get(key)
+
     def array(self, spec: FeatureSpec) -> Any:
         if spec.key not in self._arrays:
             kind = spec.kind
@@ -153,14 +157,17 @@ class RecordMaker:
         loaded = _Loaded(entry, self.file_specs, self.lead, self.fetcher, self.downscale)
         augment = self.config.augment
         out = []
+        inputs, augmenter = None, self.augmenter
+        if augment is not None and augmenter is not None:
+            # Decoded, drawn and downscaled once for all copies (first: the original's statistics
+            # count the pixels decoded here); each kind says what it gives the augmenter.
+            inputs = {f.key: f.kind.augment_input(f, entry.values[i], loaded) for i, f in self.augmented}
         if augment is None or augment.keep_original:
             out.append(self._example(loaded, None))
-        if augment is not None and self.augmenter is not None:
-            # Decoded, drawn and downscaled once for all copies; each kind says what it gives the augmenter.
-            inputs = {f.key: f.kind.augment_input(f, entry.values[i], loaded) for i, f in self.augmented}
+        if augment is not None and augmenter is not None and inputs is not None:
             for copy in range(augment.copies):
                 try:
-                    augmented = self.augmenter(inputs, record_seed(self.seed, entry.identity, copy))
+                    augmented = augmenter(inputs, record_seed(self.seed, entry.identity, copy))
                 except Exception as exc:  # albumentations raises many types for impossible params
                     raise ImageProblem(f"augmentation failed: {type(exc).__name__}: {exc}") from None
                 out.append(self._example(loaded, augmented))
