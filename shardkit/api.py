@@ -17,7 +17,8 @@ from shardkit.check.verify import FileReport, VerifyReport, verify
 from shardkit.errors import ConfigError
 from shardkit.formats.containers.registry import IndexReport, write_indexes
 from shardkit.output.found import expand
-from shardkit.pipeline.builder import BuildResult, build, build_with, finalize
+from shardkit.pipeline.build_result import BuildResult
+from shardkit.pipeline.builder import build, build_with, finalize
 from shardkit.pipeline.options import BuildOptions
 from shardkit.pipeline.reshard.options import ReshardOptions
 from shardkit.pipeline.reshard.resharder import ReshardResult, reshard, reshard_with

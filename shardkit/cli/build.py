@@ -84,6 +84,19 @@ from shardkit.units import plural
     help=f"On a bad entry: stop naming file and line, or skip it and list it in OUT/{layout.ERRORS}.",
 )
 @click.option("--overwrite", is_flag=True, help="Replace a different build already in OUT.")
+@click.option(
+    "--duplicates",
+    type=click.Choice(["report"]),
+    help="Find duplicate inputs and train/test leaks (pictures by a perceptual hash, else records by their bytes): "
+    "report them in OUT/duplicates.jsonl, the manifest and the summary.",
+)
+@click.option(
+    "--duplicate-threshold",
+    type=click.IntRange(0, 64),
+    default=8,
+    show_default=True,
+    help="Pictures whose 64-bit perceptual hashes differ in at most this many bits are twins.",
+)
 @FSYNC
 @INDEX
 @EXECUTOR

@@ -63,7 +63,8 @@ _SCRATCH = "tmp"
 # What a build writes at OUT's top (and --overwrite may delete): shards with their .idx, and the metadata.
 LABEL_MAP = "label_map.pbtxt"  # the TF Object Detection API's label map, for a build with objects
 STATISTICS = "statistics.pb"  # per split and feature, a DatasetFeatureStatisticsList (TFDV, Facets)
-METADATA_NAMES = (MANIFEST, ERRORS, DATASET_INFO, FEATURES, LABEL_MAP, STATISTICS)  # beside the shards and the class lists
+DUPLICATES = "duplicates.jsonl"  # with --duplicates: each group of duplicate inputs, a line
+METADATA_NAMES = (MANIFEST, ERRORS, DATASET_INFO, FEATURES, LABEL_MAP, STATISTICS, DUPLICATES)  # beside the shards and the class lists
 TFDS_BUILDER_METADATA = "metadata.json"  # a TFDS builder's own (tfds.core.MetadataDict)
 TFDS_EXTRAS_INPUT = "tfds_extra_files"  # where a reshard's build state lists the files it copied from a TFDS folder
 # Files TFDS reads beside dataset_info.json: class names, a deprecated text encoder's vocabulary, the builder's metadata.
@@ -77,6 +78,7 @@ _BUILT = (
     FEATURES,
     LABEL_MAP,
     STATISTICS,
+    DUPLICATES,
     *_TFDS_EXTRAS,
 )
 

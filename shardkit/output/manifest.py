@@ -117,6 +117,7 @@ class Manifest:
     schema: tuple[Mapping[str, Any], ...]  # one entry per feature key: key, dtype, kind, shape, ...
     classes: Mapping[str, tuple[str, ...]]  # class_name feature -> its class names, by id
     splits: Mapping[str, SplitEntry]
+    duplicates: Mapping[str, Any] | None = None  # with --duplicates: the groups found (pipeline.state.duplicate_report)
 
     @property
     def totals(self) -> Totals:
@@ -152,6 +153,7 @@ class Manifest:
             "splits": {name: split.to_dict() for name, split in self.splits.items()},
             "totals": {"records": totals.records, "bytes": totals.bytes, "shards": totals.shards},
             "errors": {"skipped": self.skipped, "file": layout.ERRORS if self.skipped else None},
+            **({"duplicates": dict(self.duplicates)} if self.duplicates is not None else {}),
         }
 
     @classmethod
@@ -183,6 +185,7 @@ class Manifest:
             schema=tuple(schema),
             classes={key: tuple(names) for key, names in raw.get("classes", {}).items()},
             splits={name: _split(name, info) for name, info in raw["splits"].items()},
+            duplicates=raw["duplicates"] if isinstance(raw.get("duplicates"), dict) else None,
         )
 
 

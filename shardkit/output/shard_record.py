@@ -56,6 +56,8 @@ class ShardResult:
     twins: tuple[ShardFile, ...] = ()  # the same records in the build's other containers
     # Its records' statistics (``statistics.ShardStatistics.to_data``); None: written before shards kept them.
     statistics: dict[str, Any] | None = None
+    # With --duplicates, a row per input written (``pipeline.shard.fingerprints``): identity, hash, digest.
+    duplicates: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from shardkit.errors import StateError, WriteError
-from shardkit.features.registry import kind_named
 from shardkit.output import layout
 from shardkit.output.build_state import BuildState, create_state_once, difference, write_state
 from shardkit.output.manifest import Manifest
 from shardkit.output.shard_record import ShardResult
+from shardkit.pipeline.build_result import BuildResult
 from shardkit.pipeline.config import Config
 from shardkit.pipeline.executors.local_executors import Executor, InlineExecutor, PoolExecutor, default_workers
 from shardkit.pipeline.inputs.splits import SplitInput, fingerprint_of
@@ -35,35 +35,6 @@ from shardkit.pipeline.state import manifest, preflight, resume, stopped
 from shardkit.pipeline.state.bucket_lock import BucketLock, live_holders, stale_seconds
 from shardkit.pipeline.state.lock import OutputLock
 from shardkit.storage import atomic, location
-
-
-@dataclasses.dataclass(frozen=True)
-class BuildResult:
-    out_dir: str
-    manifest: Manifest | None  # None while other nodes' shards are still missing
-    shards_built: int
-    shards_reused: int
-    records: int  # in the whole output (in the finished shards, while incomplete)
-    records_built: int  # by this run
-    skipped: int
-    seconds: float
-    shards_missing: int = 0  # other nodes' shards not committed yet
-
-    @property
-    def notes(self) -> list[str]:
-        """What the features' kinds say of the finished build beyond its counts (objects dropped)."""
-        if self.manifest is None:
-            return []
-        return [
-            note
-            for key, entry in self.manifest.config.get("features", {}).items()
-            for note in kind_named(entry["kind"]).notes(key, self.manifest)
-        ]
-
-    @property
-    def records_per_second(self) -> float:
-        """Records this run wrote per second of its wall time."""
-        return self.records_built / self.seconds if self.seconds else 0.0
 
 
 def build(
@@ -92,6 +63,8 @@ def build(
     source_id: bool = True,
     allow_outside_root: bool = False,
     allow_schemes: Sequence[str] = (),
+    duplicates: str | None = None,
+    duplicate_threshold: int = 8,
 ) -> BuildResult:
     """Build shards from index files (or an ImageFolder tree) into ``out``.
 
@@ -120,6 +93,8 @@ def build(
     URLs are read for ``gs://`` and ``s3://`` alone, plus the schemes in ``allow_schemes``
     (``["http"]``). A refused path is a bad entry (``on_error``).
 
+    ``duplicates="report"`` lists duplicate inputs and train/test leaks (docs/duplicates.md).
+
     The keywords are ``BuildOptions``' fields (a bad value is a ``UsageError``); ``build_with``
     takes them as one value.
     """
@@ -128,6 +103,7 @@ def build(
         records_per_shard=records_per_shard, workers=workers, seed=seed, format=format, compression=compression, on_error=on_error,
         overwrite=overwrite, fsync=fsync, progress=progress, executor=executor, num_nodes=num_nodes, node_index=node_index,
         index=index, shuffle=shuffle, source_id=source_id, allow_outside_root=allow_outside_root, allow_schemes=allow_schemes,
+        duplicates=duplicates, duplicate_threshold=duplicate_threshold,
     )  # fmt: skip
     return build_with(indexes, out, options)
 
@@ -182,7 +158,7 @@ def build_with(indexes: Sequence[str | Path], out: str | Path, options: BuildOpt
             cfg = cfg.with_classes(state.classes)
             settings = BuildSettings(
                 out_dir, cfg, options.seed, parameters.containers(), options.on_error, fingerprint, options.fsync, options.shuffle,
-                state.plan, options.allow_outside_root, tuple(options.allow_schemes),
+                state.plan, options.allow_outside_root, tuple(options.allow_schemes), options.duplicates,
             )  # fmt: skip
             tasks = tasks_from_plan(state.splits, settings)
             mine = tasks[node_index::num_nodes]  # a node's deterministic share of the one global plan
@@ -214,6 +190,8 @@ def build_with(indexes: Sequence[str | Path], out: str | Path, options: BuildOpt
                 "ignore": list(options.ignore),
                 "nodes": num_nodes,
             }
+            if options.duplicates is not None:  # recorded where asked for, as below
+                run.update(duplicates=options.duplicates, duplicate_threshold=options.duplicate_threshold)
             if options.allow_outside_root or options.allow_schemes:  # recorded where given: older manifests stay as they were
                 run.update(allow_outside_root=options.allow_outside_root, allow_schemes=list(options.allow_schemes))
             made = None if missing else _publish_outputs(out_dir, state, list(finished.values()), run, options.fsync)

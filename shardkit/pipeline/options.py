@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 ON_ERROR = ("fail", "skip")
 COMPRESSIONS = (None, "gzip")
+DUPLICATES = (None, "report")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +54,10 @@ class BuildOptions:
     # their dataset's root; URLs of these schemes are read besides gs:// and s3:// (e.g. "http").
     allow_outside_root: bool = False
     allow_schemes: Sequence[str] = ()
+    # Duplicates and train/test leaks: None (not searched) or "report" (OUT/duplicates.jsonl, the
+    # manifest and the summary say them); pictures within ``duplicate_threshold`` bits of 64 are twins.
+    duplicates: str | None = None
+    duplicate_threshold: int = 8
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "ignore", tuple(self.ignore))  # frozen means frozen: not the caller's list
@@ -69,6 +74,14 @@ class BuildOptions:
         registry.configured(self.format, self.compression, self.index)  # a setting a container refuses: one line, before any work
         if self.on_error not in ON_ERROR:
             raise UsageError(f"unknown --on-error {self.on_error!r} (known: fail, skip)")
+        if self.duplicates not in DUPLICATES:
+            raise UsageError(f"unknown --duplicates {self.duplicates!r} (known: report)")
+        if (
+            isinstance(self.duplicate_threshold, bool)
+            or not isinstance(self.duplicate_threshold, int)
+            or not 0 <= self.duplicate_threshold <= 64
+        ):
+            raise UsageError(f"--duplicate-threshold is a number of bits from 0 to 64, not {self.duplicate_threshold!r}")
         if self.num_nodes < 1:
             raise UsageError("--num-nodes must be at least 1")
         if not 0 <= self.node_index < self.num_nodes:

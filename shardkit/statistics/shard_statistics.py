@@ -110,10 +110,7 @@ class ShardStatistics:
             assert isinstance(stats, BytesStats)
             stats.update_sizes(sizes, lengths)
             if isinstance(stats, StringStats):
-                counted = pc.value_counts(flat)
-                values = counted.field("values").to_pylist()
-                counts = counted.field("counts").to_pylist()
-                stats.distinct.add_counts({_text(v) if isinstance(v, bytes) else str(v): n for v, n in zip(values, counts, strict=True)})
+                stats.distinct.add_array(flat)
 
     def flush(self) -> None:
         """Fold the buffered values into each feature's statistics."""
@@ -130,7 +127,7 @@ class ShardStatistics:
                 assert isinstance(stats, BytesStats)
                 stats.update_sizes(np.fromiter((len(v) for v in values), dtype=np.int64, count=len(values)), lengths)
                 if isinstance(stats, StringStats):
-                    stats.distinct.add(_text(bytes(v)) for v in values)
+                    stats.distinct.add(bytes(v) for v in values)
             values.clear()
             self._lengths[key] = []
         self._pending = 0

@@ -38,6 +38,7 @@ class BuildSettings:
     # them resumes the build they were missing from (a refused entry is never in a committed shard).
     allow_outside_root: bool = False
     allow_schemes: tuple[str, ...] = ()
+    duplicates: str | None = None  # --duplicates report|drop: each shard keeps a hash and digest of each input
 
     @property
     def plan_dir(self) -> str:

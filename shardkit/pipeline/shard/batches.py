@@ -35,6 +35,7 @@ from shardkit.pipeline.inputs.sources import PlanSource
 from shardkit.pipeline.plan import staged_rows
 from shardkit.pipeline.plan.plan_file import PlanSlice, block_entries, column_name, shard_blocks, table_columns
 from shardkit.pipeline.shard.fetch import Fetcher
+from shardkit.pipeline.shard.fingerprints import Fingerprints, pixels_of
 from shardkit.pipeline.shard.stats import Stats, file_label
 from shardkit.storage import location
 from shardkit.storage.boundary import Boundary
@@ -77,6 +78,7 @@ class BatchMaker:
         self.sources = list(sources)
         self.on_error = on_error
         self.stats = Stats(config)
+        self.fingerprints: Fingerprints | None = None  # set for --duplicates: a row a record
         for spec in config.features:
             self.stats.lengths.update(spec.kind.initial_lengths(spec))
         self.files = [(i, spec) for i, spec in enumerate(config.features) if spec.kind.reads_file]
@@ -109,7 +111,9 @@ class BatchMaker:
                 self._identities(where, lines) if spec.column == IDENTITY_COLUMN else _sliced(column, start, stop)
                 for spec, column in zip(self.config.features, columns, strict=True)
             ]
-            yield self._sized(self._encoded(values, origin, [self.sources[p].folder for p in where.tolist()] if self.files else None))
+            folders = [self.sources[p].folder for p in where.tolist()] if self.files else None
+            identities = [f"{file_name(source)}:{line}" for source, line in origin] if self.fingerprints is not None else []
+            yield self._sized(self._encoded(values, origin, folders, identities))
             start = stop
 
     def _identities(self, positions: np.ndarray, numbers: np.ndarray) -> Any:
@@ -164,7 +168,7 @@ class BatchMaker:
             entries = list(block_entries(chunk, self.sources, self.config, staged))
             entries = list(self.fetcher.ahead(entries)) if self.files else entries
             values: list[Any] = [[e.values[i] for e in entries] for i in range(len(self.config.features))]
-            yield self._sized(self._encoded(values, [(e.source, e.line) for e in entries], None))
+            yield self._sized(self._encoded(values, [(e.source, e.line) for e in entries], None, [e.identity for e in entries]))
 
     def _sized(self, block: Block) -> Block:
         """``block`` as it is; the chunks after it sized by its records' bytes, where they hold files."""
@@ -174,8 +178,9 @@ class BatchMaker:
 
     # -- records ------------------------------------------------------------------------------
 
-    def _encoded(self, values: list[Any], origin: list[tuple[str, int]], folders: list[str] | None) -> Block:
-        """The chunk's records from each feature's values (Arrow arrays, or Python lists)."""
+    def _encoded(self, values: list[Any], origin: list[tuple[str, int]], folders: list[str] | None, identities: list[str]) -> Block:
+        """The chunk's records from each feature's values (Arrow arrays, or Python lists);
+        ``identities``: each entry's, for ``--duplicates``."""
         import pyarrow as pa
 
         keep, skipped = self._files(values, origin, folders)
@@ -188,7 +193,23 @@ class BatchMaker:
         for spec, column in zip(self.config.features, values, strict=True):
             columns += spec.kind.batch_columns(spec, column, self.stats)
         self.stats.statistics.columns(columns, len(origin) - len(skipped))
-        return Block(encode_batch(columns, len(origin) - len(skipped)), origin, skipped)
+        encoded = encode_batch(columns, len(origin) - len(skipped))
+        if self.fingerprints is not None:
+            self._fingerprint(values, encoded, [i for i, kept in zip(identities, keep, strict=True) if kept])
+        return Block(encoded, origin, skipped)
+
+    def _fingerprint(self, values: list[Any], encoded: pa.Array, identities: list[str]) -> None:
+        """Each kept record's row for ``--duplicates``: its picture (bytes as written, decoded here
+        for the hash) or, without one, the record's bytes."""
+        assert self.fingerprints is not None
+        picture = self.fingerprints.picture
+        if picture is None:
+            for identity, record in zip(identities, encoded.to_pylist(), strict=True):
+                self.fingerprints.add(identity, None, record)
+            return
+        made = values[self.config.features.index(picture)]
+        for identity, value in zip(identities, made, strict=True):
+            self.fingerprints.add(identity, pixels_of(value[0]), value[0])
 
     def _files(self, values: list[Any], origin: list[tuple[str, int]], folders: list[str] | None) -> tuple[list[bool], Skipped]:
         """Each file feature's values made (bytes, stored header) in place; which records are kept."""

@@ -18,6 +18,7 @@ from shardkit.pipeline.config import Config
 from shardkit.pipeline.inputs.entries import Entry
 from shardkit.pipeline.plan.arithmetic import record_seed
 from shardkit.pipeline.shard.fetch import Fetcher
+from shardkit.pipeline.shard.fingerprints import Fingerprints
 from shardkit.pipeline.shard.stats import Stats, file_label, naming
 from shardkit.storage.boundary import Boundary
 
@@ -131,6 +132,7 @@ class RecordMaker:
                 config.augment.pipeline, targets, config.augment.decode, min_visibility=boxes.min_visibility, min_area=boxes.min_area
             )
         self.stats = Stats(config)
+        self.fingerprints: Fingerprints | None = None  # set for --duplicates: a row an input
         # What every record needs, worked out once a shard rather than once a record.
         self.file_specs = [(i, f) for i, f in enumerate(features) if f.kind.reads_file]
         self.augmented = [(i, f) for i, f in enumerate(features) if f.kind.augment_target is not None]
@@ -173,7 +175,20 @@ class RecordMaker:
                 out.append(self._example(loaded, augmented))
         for key, value in self._labels:
             self.stats.label(key, value)
+        if self.fingerprints is not None:
+            self._fingerprint(entry, loaded, out[0])
         return out
+
+    def _fingerprint(self, entry: Entry, loaded: _Loaded, first: bytes) -> None:
+        """The input's row for ``--duplicates``: its picture's pixels as decoded for the build (the
+        file decoded here where the build passes it through), or the record's bytes without one."""
+        assert self.fingerprints is not None
+        picture = self.fingerprints.picture
+        if picture is None:
+            self.fingerprints.add(entry.identity, None, first)
+            return
+        pixels = loaded.decoded(picture.key)
+        self.fingerprints.add(entry.identity, loaded.array(picture) if pixels is None else pixels, loaded.files[picture.key])
 
     def _example(self, loaded: _Loaded, augmented: dict[str, Any] | None) -> bytes:
         features: Features = {}

@@ -154,6 +154,7 @@ def shard_result(
     sizes: dict[str, tuple[int, int, int, int, tuple[int, ...]]] | None = None,
     labels: dict[str, dict[str, int] | None] | None = None,
     statistics: dict[str, Any] | None = None,
+    duplicates: dict[str, Any] | None = None,
 ) -> ShardResult:
     """The shard's record: what its files hold (the primary, and its twins in the other containers)
     and what the job counted of its records."""
@@ -176,6 +177,7 @@ def shard_result(
         index_file=None if primary.sidecar is None else primary.sidecar[0],
         labels=labels or {},
         statistics=statistics,
+        duplicates=duplicates,
         format=primary.container.name,
         twins=tuple(ShardFile(t.container.name, t.name, t.written.size, t.written.crc32c, t.sidecar and t.sidecar[0]) for t in twins),
     )

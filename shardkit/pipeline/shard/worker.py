@@ -25,6 +25,7 @@ from shardkit.pipeline.plan.plan_file import read_entries
 from shardkit.pipeline.plan.tasks import ShardTask
 from shardkit.pipeline.shard.batches import BatchMaker
 from shardkit.pipeline.shard.batches import applies as batched
+from shardkit.pipeline.shard.fingerprints import Fingerprints
 from shardkit.pipeline.shard.records import RecordMaker
 from shardkit.pipeline.shard.shard_files import ShardWriters, WrittenShard, shard_result
 from shardkit.storage import atomic, location
@@ -86,6 +87,8 @@ def write_shard(
     rule = settings.read_rule(task.sources)
     batches = BatchMaker(settings.config, task.sources, settings.on_error, rule) if batched(settings.config, task.sources) else None
     maker = RecordMaker(settings.config, settings.seed, rule) if batches is None else None
+    if settings.duplicates is not None:
+        (batches or maker).fingerprints = Fingerprints(settings.config)  # type: ignore[union-attr]
     tally = _Tally(progress, tick_every, keeps_inputs=not settings.shuffle, stop=stop)
     spread = None
     try:
@@ -123,6 +126,7 @@ def write_shard(
         sizes=stats.sizes,
         labels=stats.labels,
         statistics=stats.statistics.to_data(),
+        duplicates=None if settings.duplicates is None else (batches or maker).fingerprints.to_data(),  # type: ignore[union-attr]
     )
     return WrittenShard(task, result, files, flushed=sync or not flush)
 

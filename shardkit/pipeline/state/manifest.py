@@ -7,6 +7,7 @@ shard), so a crash between the last shard and the manifest loses nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -17,7 +18,7 @@ from shardkit.output import layout
 from shardkit.output.build_state import BuildState, SkippedEntry
 from shardkit.output.manifest import VERSION, Manifest, ShardEntry, SplitEntry
 from shardkit.output.shard_record import ShardResult
-from shardkit.pipeline.state import tfds_metadata
+from shardkit.pipeline.state import duplicate_report, tfds_metadata
 from shardkit.storage import atomic, location
 from shardkit.version import __version__
 
@@ -166,8 +167,11 @@ def publish(
         atomic.write_atomic(errors_path, "".join(json.dumps(e.to_dict()) + "\n" for e in errors).encode(), durable)
     else:
         location.remove(errors_path)
-    tfds(out_dir, manifest, durable)
     write_statistics(out_dir, shards, durable)
+    found = duplicate_report.search(out_dir, shards, run, durable)
+    if found is not None:
+        manifest = dataclasses.replace(manifest, duplicates=found)
+    tfds(out_dir, manifest, durable)
     features = manifest.config["features"].values()
     label_map = next((t for v in features if (t := kind_named(v["kind"]).label_map_file(v)) is not None), None)
     label_map_path = location.join(out_dir, layout.LABEL_MAP)

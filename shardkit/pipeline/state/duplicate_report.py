@@ -1,0 +1,76 @@
+"""``--duplicates``: the search over every shard's rows once all are written, ``OUT/duplicates.jsonl``
+(one group a line) and what the manifest and the build's summary say of it.
+
+Rows come in build order (split by split, shard by shard, as each shard wrote its inputs); a group's
+members are named by source id and split. Leaks are counted from the evaluation side: a val image
+with a twin in train counts once under ``val`` against ``train`` (``duplicates.selection``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from shardkit.duplicates.groups import Group, find_groups
+from shardkit.duplicates.selection import leak_line, leaks, split_ranks
+from shardkit.output import layout
+from shardkit.output.shard_record import ShardResult
+from shardkit.storage import atomic, location
+from shardkit.units import plural
+
+
+def search(out_dir: str, shards: Sequence[ShardResult], run: Mapping[str, Any], durable: bool) -> dict[str, Any] | None:
+    """The groups among ``shards``' rows, written to ``OUT/duplicates.jsonl``; the manifest's summary
+    of them (None, and no file, for a build without ``--duplicates``)."""
+    path = location.join(out_dir, layout.DUPLICATES)
+    mode = run.get("duplicates")
+    if mode is None:
+        location.remove(path)
+        return None
+    threshold = int(run.get("duplicate_threshold", 8))
+    ordered = sorted(shards, key=lambda s: (s.split, s.index))
+    unsearched = [s.name for s in ordered if s.duplicates is None]
+    rows = [s for s in ordered if s.duplicates is not None]
+    identities = [i for s in rows for i in s.duplicates["identity"]]  # type: ignore[index]
+    splits = [s.split for s in rows for _ in s.duplicates["identity"]]  # type: ignore[index]
+    digests = np.array([bytes.fromhex(d) for s in rows for d in s.duplicates["digest"]], dtype="S16")  # type: ignore[index]
+    pictures = bool(rows) and all(s.duplicates["hash"] is not None for s in rows)  # type: ignore[index]
+    hashes = np.array([int(h, 16) for s in rows for h in s.duplicates["hash"]], dtype=np.uint64) if pictures else None  # type: ignore[index]
+    groups = find_groups(hashes, digests, splits, identities, identities, threshold) if identities else []
+    atomic.write_atomic(path, "".join(json.dumps(_group(g)) + "\n" for g in groups).encode(), durable)
+    counted = leaks(groups, split_ranks(splits))
+    line = leak_line(counted)
+    compared = (
+        f"pictures by a 64-bit perceptual hash within {threshold} bits, and by their bytes"
+        if pictures
+        else "records by their bytes (no pictures)"
+    )
+    summary = {
+        "mode": mode,
+        "threshold": threshold,
+        "compared": compared,
+        "groups": len(groups),
+        "records": sum(len(g.members) for g in groups),
+        "across_splits": sum(1 for g in groups if len(g.splits) > 1),
+        "leaks": {f"{split} in {other}": n for (split, other), n in sorted(counted.items())},
+        "file": layout.DUPLICATES,
+        "unsearched_shards": len(unsearched),
+    }
+    within = summary["groups"] - summary["across_splits"]
+    said = [line or "no split has a twin in another", f"{plural(within, 'group')} of duplicates within a split"]
+    if unsearched:
+        said.append(f"{plural(len(unsearched), 'shard')} written without --duplicates not searched ({unsearched[0]}, ...)")
+    summary["line"] = f"duplicates ({compared}): " + "; ".join(said) + f": {layout.DUPLICATES}"
+    return summary
+
+
+def _group(group: Group) -> dict[str, Any]:
+    return {
+        "exact": group.exact,
+        "distance": group.distance,
+        "splits": list(group.splits),
+        "members": [{"split": m.split, "source_id": m.source_id} for m in group.members],
+    }
