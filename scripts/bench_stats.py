@@ -170,7 +170,7 @@ def comparisons(data: Path, per_class: int, rows: int) -> list[Difference]:
             mine = shardkit.stats(splits[title][dataset.name], workers=1).proto
             one = type(theirs)()
             one.datasets.add().CopyFrom(dataset)
-            differences, notes = compare(mine, one, {"files": truths[dataset.name]})
+            differences, notes = compare(mine, one, {mine.datasets[0].name: truths[dataset.name]})
             report(f"{title}: shardkit stats {dataset.name} files against TFDV", differences, notes)
             found += differences
     return found
@@ -198,7 +198,8 @@ def timing(data: Path, records: int) -> list[Difference]:
         print(f"TFDV (whole process) / shardkit stats -w {w}: {tfdv['seconds'] / run['seconds']:.1f}x (target >= 5x); "
               f"TFDV's call alone / shardkit stats -w {w}: {call / run['seconds']:.1f}x")  # fmt: skip
     theirs = load(out / "tfdv.pb")
-    differences, notes = compare(load(out / "stats-w2.pb"), theirs, {"files": truth(files, theirs.datasets[0])})
+    mine = load(out / "stats-w2.pb")
+    differences, notes = compare(mine, theirs, {mine.datasets[0].name: truth(files, theirs.datasets[0])})
     report(f"timing set: shardkit stats against TFDV on {records:,} records", differences, notes)
     return differences
 
