@@ -86,9 +86,10 @@ from shardkit.units import plural
 @click.option("--overwrite", is_flag=True, help="Replace a different build already in OUT.")
 @click.option(
     "--duplicates",
-    type=click.Choice(["report"]),
+    type=click.Choice(["report", "drop"]),
     help="Find duplicate inputs and train/test leaks (pictures by a perceptual hash, else records by their bytes): "
-    "report them in OUT/duplicates.jsonl, the manifest and the summary.",
+    "report them in OUT/duplicates.jsonl, the manifest and the summary; drop also leaves out the training side's twins "
+    "of val and test inputs (val's of test) and all but the first of a group within a split.",
 )
 @click.option(
     "--duplicate-threshold",

@@ -73,13 +73,12 @@ def leaks(groups: Iterable[Group], ranks: Mapping[str, int]) -> Counter[tuple[st
     return counted
 
 
-def leak_line(counted: Mapping[tuple[str, str], int]) -> str | None:
+def leak_line(counted: Mapping[tuple[str, str], int], noun: str = "image") -> str | None:
     """The build summary's sentence: ``23 val images and 4 test images have a twin in train``
     (one clause per lower split, joined by ``;``), or None when no split leaks into another."""
     by_other: dict[str, list[str]] = {}
     for (split, other), count in sorted(counted.items(), key=lambda item: (item[0][1], item[0][0])):
-        noun = "image" if count == 1 else "images"
-        by_other.setdefault(other, []).append(f"{count:,} {split} {noun}")
+        by_other.setdefault(other, []).append(f"{count:,} {split} {noun if count == 1 else noun + 's'}")
     clauses = []
     for other, parts in by_other.items():
         subject = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]

@@ -33,6 +33,7 @@ class BuildParameters:
     index: bool = True  # NAME.idx beside uncompressed shards
     shuffle: bool = True
     formats: tuple[str, ...] = (registry.DEFAULT,)  # the shard containers written, the first the primary
+    drop_duplicates: int | None = None  # --duplicates drop: its threshold (None: nothing dropped)
 
     def to_dict(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "formats": list(self.formats)}
@@ -43,6 +44,8 @@ class BuildParameters:
         raw = self.to_dict()
         if self.formats == (registry.DEFAULT,):
             del raw["formats"]
+        if self.drop_duplicates is None:  # as before builds could drop duplicates
+            del raw["drop_duplicates"]
         return raw
 
     def containers(self) -> tuple[ShardContainer, ...]:
@@ -60,6 +63,7 @@ class BuildParameters:
             index=raw.get("index", True),
             shuffle=raw.get("shuffle", True),
             formats=tuple(raw.get("formats") or (registry.DEFAULT,)),
+            drop_duplicates=raw.get("drop_duplicates"),
         )
 
 

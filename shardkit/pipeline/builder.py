@@ -31,7 +31,7 @@ from shardkit.pipeline.options import BuildOptions, check_call
 from shardkit.pipeline.plan.planner import make_plan
 from shardkit.pipeline.plan.tasks import BuildSettings, ShardTask, tasks_from_plan
 from shardkit.pipeline.prepare import prepare
-from shardkit.pipeline.state import manifest, preflight, resume, stopped
+from shardkit.pipeline.state import duplicate_drop, manifest, preflight, resume, stopped
 from shardkit.pipeline.state.bucket_lock import BucketLock, live_holders, stale_seconds
 from shardkit.pipeline.state.lock import OutputLock
 from shardkit.storage import atomic, location
@@ -93,7 +93,7 @@ def build(
     URLs are read for ``gs://`` and ``s3://`` alone, plus the schemes in ``allow_schemes``
     (``["http"]``). A refused path is a bad entry (``on_error``).
 
-    ``duplicates="report"`` lists duplicate inputs and train/test leaks (docs/duplicates.md).
+    ``duplicates="report"`` lists duplicate inputs and train/test leaks; ``"drop"`` leaves them out (docs/duplicates.md).
 
     The keywords are ``BuildOptions``' fields (a bad value is a ``UsageError``); ``build_with``
     takes them as one value.
@@ -161,6 +161,8 @@ def build_with(indexes: Sequence[str | Path], out: str | Path, options: BuildOpt
                 state.plan, options.allow_outside_root, tuple(options.allow_schemes), options.duplicates,
             )  # fmt: skip
             tasks = tasks_from_plan(state.splits, settings)
+            if options.duplicates == "drop" and tasks:  # decided once, before any shard: a resume drops the same
+                duplicate_drop.prepare(tasks, options.duplicate_threshold, workers, options.fsync)
             mine = tasks[node_index::num_nodes]  # a node's deterministic share of the one global plan
             reached.names = [t.name for t in mine]
             done = resume.finished_shards(out_dir, mine, fingerprint)

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 ON_ERROR = ("fail", "skip")
 COMPRESSIONS = (None, "gzip")
-DUPLICATES = (None, "report")
+DUPLICATES = (None, "report", "drop")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,8 +54,10 @@ class BuildOptions:
     # their dataset's root; URLs of these schemes are read besides gs:// and s3:// (e.g. "http").
     allow_outside_root: bool = False
     allow_schemes: Sequence[str] = ()
-    # Duplicates and train/test leaks: None (not searched) or "report" (OUT/duplicates.jsonl, the
-    # manifest and the summary say them); pictures within ``duplicate_threshold`` bits of 64 are twins.
+    # Duplicates and train/test leaks: None (not searched), "report" (OUT/duplicates.jsonl, the
+    # manifest and the summary say them) or "drop" (also left out: the training side's twins of
+    # evaluation inputs, and all but one of a group within a split); pictures within
+    # ``duplicate_threshold`` bits of 64 are twins.
     duplicates: str | None = None
     duplicate_threshold: int = 8
 
@@ -75,7 +77,7 @@ class BuildOptions:
         if self.on_error not in ON_ERROR:
             raise UsageError(f"unknown --on-error {self.on_error!r} (known: fail, skip)")
         if self.duplicates not in DUPLICATES:
-            raise UsageError(f"unknown --duplicates {self.duplicates!r} (known: report)")
+            raise UsageError(f"unknown --duplicates {self.duplicates!r} (known: report, drop)")
         if (
             isinstance(self.duplicate_threshold, bool)
             or not isinstance(self.duplicate_threshold, int)
@@ -92,7 +94,8 @@ class BuildOptions:
     def parameters(self) -> BuildParameters:
         """The options the records depend on: part of the fingerprint, kept in the build state and the manifest."""
         formats = registry.names_of(self.format)
-        return BuildParameters(self.seed, self.compression, self.records_per_shard, self.split, self.index, self.shuffle, formats)
+        drop = self.duplicate_threshold if self.duplicates == "drop" else None  # what is left out changes the records
+        return BuildParameters(self.seed, self.compression, self.records_per_shard, self.split, self.index, self.shuffle, formats, drop)
 
 
 def check_call(indexes: Sequence[str | Path], out: str | Path, options: BuildOptions) -> None:

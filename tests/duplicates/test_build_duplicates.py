@@ -91,3 +91,39 @@ def test_a_threshold_outside_0_to_64_is_a_usage_error(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "0<=x<=64" in result.output.replace(" ", "")
     with pytest.raises(shardkit.errors.UsageError, match="from 0 to 64"):
         shardkit.build([tmp_path], tmp_path / "out", duplicates="report", duplicate_threshold=-1)
+
+
+def test_drop_keeps_one_input_of_each_group_on_its_evaluation_side(planted: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    from tests import tfread
+
+    root, base_of = planted
+    out = tmp_path / "out"
+    shardkit.build([root], out, duplicates="drop", workers=2, records_per_shard=16, progress=False)
+    written = {s: [r["source_id"].decode() for r in tfread.read_split(str(out), s)] for s in ("train", "val", "test")}
+    rank = {"train": 0, "val": 1, "test": 2}
+    by_base: dict[str, list[str]] = {}
+    for source_id, base in base_of.items():
+        by_base.setdefault(base, []).append(source_id)
+    kept = [sid for ids in written.values() for sid in ids]
+    assert sorted(base_of[sid] for sid in kept) == sorted(by_base)  # one input of each group, none lost
+    for sid in kept:  # ... on the highest split its group reaches
+        assert rank[sid.split(".txt")[0]] == max(rank[o.split(".txt")[0]] for o in by_base[base_of[sid]])
+    manifest = json.loads((out / "manifest.json").read_text())
+    dropped = manifest["duplicates"]["dropped"]
+    assert sum(dropped.values()) == len(base_of) - len(kept) == manifest["duplicates"]["dropped_written"]
+    groups = [json.loads(line) for line in (out / "duplicates.jsonl").read_text().splitlines()]
+    assert sorted(m["source_id"] for g in groups for m in g["members"] if m["dropped"]) == sorted(set(base_of) - set(kept))
+    again = shardkit.build([root], out, duplicates="drop", workers=2, records_per_shard=16, progress=False)
+    assert again.shards_built == 0  # resumed: the same inputs dropped, nothing to do
+
+
+def test_finalize_after_nodes_that_searched_reports_as_they_did(planted: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    root, _ = planted
+    out = tmp_path / "out"
+    for node in (0, 1):
+        shardkit.build([root], out, duplicates="report", num_nodes=2, node_index=node, records_per_shard=16, workers=1, progress=False)
+    written = (out / "duplicates.jsonl").read_text()
+    assert written
+    (out / "duplicates.jsonl").unlink()
+    shardkit.finalize(out)
+    assert (out / "duplicates.jsonl").read_text() == written

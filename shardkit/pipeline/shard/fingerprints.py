@@ -6,6 +6,7 @@ one input are never duplicates of each other.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -13,6 +14,10 @@ import numpy as np
 from shardkit.duplicates.phash import digest, phash
 from shardkit.features.base import FeatureSpec
 from shardkit.pipeline.config import Config
+from shardkit.pipeline.plan.tasks import ShardTask
+from shardkit.storage import location
+
+DROPS = "drops.json"  # in the plan's folder: what ``--duplicates drop`` leaves out (``pipeline.state.duplicate_drop``)
 
 
 class Fingerprints:
@@ -49,3 +54,20 @@ def pixels_of(data: bytes) -> np.ndarray:
 
     with Image.open(io.BytesIO(data)) as image:
         return np.asarray(image if image.mode in ("L", "RGB", "RGBA") else image.convert("RGB"))
+
+
+def drops_path(task: ShardTask) -> str:
+    return location.join(task.settings.plan_dir, DROPS)
+
+
+_DROPPED: dict[str, frozenset[str]] = {}  # per drops.json, in each worker process: read once
+
+
+def dropped_inputs(task: ShardTask) -> frozenset[str]:
+    """The identities ``--duplicates drop`` leaves out of ``task``'s build (none without it)."""
+    if task.settings.duplicates != "drop":
+        return frozenset()
+    path = drops_path(task)
+    if path not in _DROPPED:
+        _DROPPED[path] = frozenset(json.loads(location.read_bytes(path))["dropped"])
+    return _DROPPED[path]

@@ -179,6 +179,10 @@ class RecordMaker:
             self._fingerprint(entry, loaded, out[0])
         return out
 
+    def original(self, loaded: _Loaded) -> bytes:
+        """The entry's record as it is without augmentation (``--duplicates drop`` compares them)."""
+        return self._example(loaded, None)
+
     def _fingerprint(self, entry: Entry, loaded: _Loaded, first: bytes) -> None:
         """The input's row for ``--duplicates``: its picture's pixels as decoded for the build (the
         file decoded here where the build passes it through), or the record's bytes without one."""

@@ -25,7 +25,7 @@ from shardkit.pipeline.plan.plan_file import read_entries
 from shardkit.pipeline.plan.tasks import ShardTask
 from shardkit.pipeline.shard.batches import BatchMaker
 from shardkit.pipeline.shard.batches import applies as batched
-from shardkit.pipeline.shard.fingerprints import Fingerprints
+from shardkit.pipeline.shard.fingerprints import Fingerprints, dropped_inputs
 from shardkit.pipeline.shard.records import RecordMaker
 from shardkit.pipeline.shard.shard_files import ShardWriters, WrittenShard, shard_result
 from shardkit.storage import atomic, location
@@ -85,9 +85,11 @@ def write_shard(
     final = location.join(settings.out_dir, task.name)
     tag = uuid.uuid4().hex[:8]
     rule = settings.read_rule(task.sources)
-    batches = BatchMaker(settings.config, task.sources, settings.on_error, rule) if batched(settings.config, task.sources) else None
+    dropped = dropped_inputs(task)  # --duplicates drop: left out record by record
+    batched_here = batched(settings.config, task.sources) and settings.duplicates != "drop"
+    batches = BatchMaker(settings.config, task.sources, settings.on_error, rule) if batched_here else None
     maker = RecordMaker(settings.config, settings.seed, rule) if batches is None else None
-    if settings.duplicates is not None:
+    if settings.duplicates == "report":
         (batches or maker).fingerprints = Fingerprints(settings.config)  # type: ignore[union-attr]
     tally = _Tally(progress, tick_every, keeps_inputs=not settings.shuffle, stop=stop)
     spread = None
@@ -104,7 +106,7 @@ def write_shard(
                     writers.write_batch(block.encoded)
                     tally.add(block.records, block.inputs, block.skipped)
             else:
-                _write_records(task, maker, writers, spread, tally)  # type: ignore[arg-type]
+                _write_records(task, maker, writers, spread, tally, dropped)  # type: ignore[arg-type]
             flush = settings.fsync and not location.is_url(settings.out_dir)  # a staged file is uploaded, not kept
             files = writers.close(sync=flush and sync)
         except BaseException:
@@ -119,16 +121,23 @@ def write_shard(
         task,
         files,
         started,
-        entries=task.entries.entries - len(tally.skipped),
+        entries=task.entries.entries - len(tally.skipped) - tally.dropped,
         covers=_covers(tally.inputs),  # shuffled shards hold scattered lines: each record's source_id names its input
         skipped=tuple(tally.skipped),
         lengths=stats.lengths,
         sizes=stats.sizes,
         labels=stats.labels,
         statistics=stats.statistics.to_data(),
-        duplicates=None if settings.duplicates is None else (batches or maker).fingerprints.to_data(),  # type: ignore[union-attr]
+        duplicates=_fingerprints(settings.duplicates, batches or maker, tally.dropped),  # type: ignore[arg-type]
     )
     return WrittenShard(task, result, files, flushed=sync or not flush)
+
+
+def _fingerprints(mode: str | None, maker: RecordMaker | BatchMaker, dropped: int) -> dict[str, Any] | None:
+    """What the shard's record keeps for ``--duplicates``: its rows (report) or how many it left out (drop)."""
+    if mode == "drop":
+        return {"dropped": dropped}
+    return None if maker.fingerprints is None else maker.fingerprints.to_data()
 
 
 class _Tally:
@@ -141,6 +150,7 @@ class _Tally:
         self.keeps_inputs = keeps_inputs  # unshuffled: which input lines the shard covers
         self.inputs: list[tuple[str, int]] = []
         self.skipped: list[tuple[str, int, str]] = []
+        self.dropped = 0  # inputs --duplicates drop left out
         self.pending = 0
         self.last_tick = time.monotonic()
 
@@ -160,11 +170,18 @@ class _Tally:
         self.pending, self.last_tick = 0, time.monotonic()
 
 
-def _write_records(task: ShardTask, maker: RecordMaker, writer: ShardWriters, spread: _Spread | None, tally: _Tally) -> None:
-    """The shard's entries record by record (augmented copies among them), written or spread."""
+def _write_records(
+    task: ShardTask, maker: RecordMaker, writer: ShardWriters, spread: _Spread | None, tally: _Tally, dropped: frozenset[str]
+) -> None:
+    """The shard's entries record by record (augmented copies among them), written or spread;
+    those in ``dropped`` left out (``--duplicates drop``, which lists them)."""
     settings = task.settings
     final = location.join(settings.out_dir, task.name)
     for entry in maker.prefetching(read_entries(settings.plan_dir, task.entries, task.sources, settings.config)):
+        if entry.identity in dropped:
+            tally.dropped += 1
+            tally.add(0, [(entry.source, entry.line)], [])
+            continue
         try:
             records = maker.records_for(entry)
         except image_headers.ImageProblem as exc:

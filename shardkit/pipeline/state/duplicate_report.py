@@ -18,18 +18,25 @@ from shardkit.duplicates.groups import Group, find_groups
 from shardkit.duplicates.selection import leak_line, leaks, split_ranks
 from shardkit.output import layout
 from shardkit.output.shard_record import ShardResult
+from shardkit.pipeline.state import duplicate_drop
 from shardkit.storage import atomic, location
 from shardkit.units import plural
 
 
-def search(out_dir: str, shards: Sequence[ShardResult], run: Mapping[str, Any], durable: bool) -> dict[str, Any] | None:
+def search(out_dir: str, plan_dir: str, shards: Sequence[ShardResult], run: Mapping[str, Any], durable: bool) -> dict[str, Any] | None:
     """The groups among ``shards``' rows, written to ``OUT/duplicates.jsonl``; the manifest's summary
-    of them (None, and no file, for a build without ``--duplicates``)."""
+    of them (None, and no file, for a build without ``--duplicates``). With ``drop`` the groups are
+    those decided before the build (``duplicate_drop``), in the plan's folder ``plan_dir``."""
     path = location.join(out_dir, layout.DUPLICATES)
     mode = run.get("duplicates")
     if mode is None:
         location.remove(path)
         return None
+    if mode == "drop":
+        groups_found, summary = duplicate_drop.report(plan_dir, sum(int((s.duplicates or {}).get("dropped", 0)) for s in shards))
+        atomic.write_atomic(path, "".join(json.dumps(g) + "\n" for g in groups_found).encode(), durable)
+        summary.update(file=layout.DUPLICATES, line=f"{summary['line']}: {layout.DUPLICATES}")
+        return summary
     threshold = int(run.get("duplicate_threshold", 8))
     ordered = sorted(shards, key=lambda s: (s.split, s.index))
     unsearched = [s.name for s in ordered if s.duplicates is None]
@@ -42,7 +49,7 @@ def search(out_dir: str, shards: Sequence[ShardResult], run: Mapping[str, Any], 
     groups = find_groups(hashes, digests, splits, identities, identities, threshold) if identities else []
     atomic.write_atomic(path, "".join(json.dumps(_group(g)) + "\n" for g in groups).encode(), durable)
     counted = leaks(groups, split_ranks(splits))
-    line = leak_line(counted)
+    line = leak_line(counted, "image" if pictures else "record")
     compared = (
         f"pictures by a 64-bit perceptual hash within {threshold} bits, and by their bytes"
         if pictures

@@ -168,7 +168,12 @@ def publish(
     else:
         location.remove(errors_path)
     write_statistics(out_dir, shards, durable)
-    found = duplicate_report.search(out_dir, shards, run, durable)
+    asked = run.get("duplicates") or ("drop" if state.parameters.drop_duplicates is not None else None)
+    if asked is None and any(s.duplicates for s in shards):  # finalize after nodes that searched: report as they did
+        asked = "report"
+    found = duplicate_report.search(
+        out_dir, location.join(layout.state_dir(out_dir), state.plan), shards, {**run, "duplicates": asked}, durable
+    )
     if found is not None:
         manifest = dataclasses.replace(manifest, duplicates=found)
     tfds(out_dir, manifest, durable)
