@@ -4,6 +4,7 @@ shard files written by anyone, computed in one pass (``statistics.foreign``)."""
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -53,6 +54,8 @@ def stats(paths: Sequence[str], workers: int | None = None, output: str | None =
     on ``workers`` processes); ``output``: also write the proto there. ``pixels``: decode every
     picture to measure its pixels (an OUT's are then counted again from its shards)."""
     targets = expand(paths)
+    if output is not None and os.path.realpath(output) in {os.path.realpath(f) for f in targets.files}:
+        raise UsageError(f"--output {output} is one of the files to read: name a new file")
     if len(targets.outputs) == 1 and not targets.files:
         found = _of_output(targets.outputs[0], workers, pixels)
     elif targets.outputs:
