@@ -36,7 +36,10 @@ class BuildParameters:
     drop_duplicates: int | None = None  # --duplicates drop: its threshold (None: nothing dropped)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "formats": list(self.formats)}
+        raw = {**dataclasses.asdict(self), "formats": list(self.formats)}
+        if self.drop_duplicates is None:  # written where it drops: other manifests stay as they were
+            del raw["drop_duplicates"]
+        return raw
 
     def fingerprinted(self) -> dict[str, Any]:
         """What the fingerprint hashes: a TFRecord build's parameters as they were before builds
@@ -44,8 +47,6 @@ class BuildParameters:
         raw = self.to_dict()
         if self.formats == (registry.DEFAULT,):
             del raw["formats"]
-        if self.drop_duplicates is None:  # as before builds could drop duplicates
-            del raw["drop_duplicates"]
         return raw
 
     def containers(self) -> tuple[ShardContainer, ...]:
