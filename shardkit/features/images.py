@@ -22,7 +22,7 @@ from shardkit.features.columns import from_records
 from shardkit.features.files import FileKind
 from shardkit.formats import image_codec, image_headers
 from shardkit.formats.image_headers import ImageInfo, ImageProblem, probe
-from shardkit.statistics.feature_stats import pixel_histogram
+from shardkit.statistics.feature_stats import pixel_count
 
 ENCODINGS = ("jpeg", "png", "raw")
 SIZES = ("height", "width", "channels")
@@ -101,7 +101,7 @@ class PictureKind(FileKind):
         array = image_codec.decode(data, mode, self.class_values, info=info)
         picture = image_codec.encode(array, spec.encoding or "png", spec.quality, spec.zlib_level, mask=self.class_values)
         shape = int(array.shape[0]), int(array.shape[1])
-        return picture, spec.encoding or "png", *shape, image_codec.channels_of(mode), pixel_histogram(array)
+        return picture, spec.encoding or "png", *shape, image_codec.channels_of(mode), pixel_count(array, moments=not self.class_values)
 
     def batch_columns(self, spec: FeatureSpec, values: Any, stats: RecordStats) -> list[tuple[str, str, Any]]:
         import pyarrow as pa
@@ -109,7 +109,7 @@ class PictureKind(FileKind):
         for height, width, channels in {v[2:5] for v in values}:  # a size once a chunk, not once a record
             stats.size(spec.key, height, width, channels)
         for value in values:
-            stats.picture_histogram(spec.key, value[1], value[5])
+            stats.picture_counted(spec.key, value[1], value[5])
         return [(spec.key, "bytes", pa.array([v[0] for v in values], pa.large_binary())), *self.beside_columns(spec, values)]
 
     def beside_columns(self, spec: FeatureSpec, values: list[tuple[bytes, str, int, int, int]]) -> list[tuple[str, str, Any]]:
@@ -258,6 +258,7 @@ class MaskKind(PictureKind):
     name: ClassVar[str] = "mask"
     augment_target: ClassVar[str | None] = "mask"
     class_values: ClassVar[bool] = True
+    statistics_role: ClassVar[str | None] = "mask"
     follows_lead: ClassVar[bool] = True
 
     def encoding(self, value: object, path: str, source: str | None) -> str | None:

@@ -6,6 +6,7 @@ Each class takes values in NumPy batches (``update``), merges with another of it
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -16,6 +17,7 @@ from shardkit.statistics.sketches import Distinct, Moments, Quantiles
 
 LEVELS = 256  # an 8-bit channel's values: a picture's histogram has this many bins a channel
 EXACT_FLOAT32 = 1 << 24
+HISTOGRAM_ROW_STEP = 4  # a picture's histogram counts every 4th row: a sample for the picture of the distribution
 
 
 class ValueLists:
@@ -217,10 +219,21 @@ class StringStats(BytesStats):
         self.distinct = Distinct.from_data(raw["distinct"])
 
 
+@dataclasses.dataclass(frozen=True)
+class PixelCount:
+    """One picture's pixels, counted: each channel's mean and population std over every pixel
+    (exact, in double precision), and a 256-bin histogram of every ``HISTOGRAM_ROW_STEP``-th row."""
+
+    pixels: int
+    means: tuple[float, ...]
+    stds: tuple[float, ...]
+    histogram: np.ndarray  # int64 [channels, 256]
+
+
 class PictureStats(BytesStats):
-    """A picture: its encoded sizes (as bytes), formats, channel counts and, for the pixels the build
-    held (decoded, augmented: the arrays handed to the encoder), a 256-bin histogram per channel,
-    from which the per-channel mean and std follow exactly."""
+    """A picture: its encoded sizes (as bytes), formats, and for the pixels the build held (decoded,
+    augmented: the arrays handed to the encoder), per channel count, each channel's mean and std
+    over every pixel (merged exactly) and a histogram of sampled rows."""
 
     role = "picture"
 
@@ -228,19 +241,23 @@ class PictureStats(BytesStats):
         super().__init__()
         self.formats: dict[str, int] = {}
         self.histograms: dict[int, np.ndarray] = {}  # channels -> int64 [channels, 256]: pictures with that many
-        self.measured = 0  # pictures whose pixels are in the histograms
+        self.moments: dict[int, list[Moments]] = {}  # channels -> each channel's moments
+        self.measured = 0  # pictures whose pixels are counted
 
     def picture(self, image_format: str) -> None:
         self.formats[image_format] = self.formats.get(image_format, 0) + 1
 
-    def pixels(self, histogram: np.ndarray) -> None:
-        """One picture's histogram, [channels, 256] counts (``pixel_histogram``)."""
-        channels = int(histogram.shape[0])
+    def pixels(self, count: PixelCount) -> None:
+        """One picture's pixels (``pixel_count``)."""
+        channels = int(count.histogram.shape[0])
         known = self.histograms.get(channels)
         if known is None:
-            self.histograms[channels] = histogram.astype(np.int64)
+            self.histograms[channels] = count.histogram.astype(np.int64)
+            self.moments[channels] = [Moments() for _ in range(channels)]
         else:
-            known += histogram
+            known += count.histogram
+        for moments, mean, std in zip(self.moments[channels][: len(count.means)], count.means, count.stds, strict=True):  # a mask: none
+            moments.merge(Moments(count.pixels, mean, std * std * count.pixels))
         self.measured += 1
 
     def merge(self, other: FeatureStats) -> None:
@@ -251,31 +268,39 @@ class PictureStats(BytesStats):
         for channels, histogram in other.histograms.items():
             if channels in self.histograms:
                 self.histograms[channels] = self.histograms[channels] + histogram
+                for mine, theirs in zip(self.moments[channels], other.moments[channels], strict=True):
+                    mine.merge(theirs)
             else:
                 self.histograms[channels] = histogram.copy()
+                self.moments[channels] = [Moments(m.n, m.mean, m.m2) for m in other.moments[channels]]
         self.measured += other.measured
 
     def to_data(self) -> dict[str, Any]:
         histograms = {str(c): h.tolist() for c, h in self.histograms.items()}
-        return {**super().to_data(), "formats": self.formats, "histograms": histograms, "measured": self.measured}
+        moments = {str(c): [m.to_list() for m in ms] for c, ms in self.moments.items()}
+        return {**super().to_data(), "formats": self.formats, "histograms": histograms, "moments": moments, "measured": self.measured}
 
     def load(self, raw: Mapping[str, Any]) -> None:
         super().load(raw)
         self.formats = {str(k): int(v) for k, v in raw["formats"].items()}
         self.histograms = {int(c): np.asarray(h, dtype=np.int64) for c, h in raw["histograms"].items()}
+        self.moments = {int(c): [Moments.from_list(m) for m in ms] for c, ms in raw["moments"].items()}
         self.measured = int(raw["measured"])
 
     def channel_moments(self, channels: int) -> tuple[list[float], list[float]]:
         """The mean and population std of each channel, on the 0-255 scale, over every measured pixel."""
-        histogram = self.histograms[channels]
-        levels = np.arange(LEVELS, dtype=np.float64)
-        n = histogram.sum(axis=1).astype(np.float64)
-        mean = (histogram @ levels) / n
-        var = (histogram @ (levels * levels)) / n - mean * mean
-        return mean.tolist(), np.sqrt(np.maximum(var, 0.0)).tolist()
+        moments = [m for m in self.moments[channels] if m.n]  # none for a mask
+        return [m.mean for m in moments], [m.std for m in moments]
 
 
-KINDS: dict[str, type[FeatureStats]] = {k.role: k for k in (NumberStats, AreaStats, BytesStats, StringStats, PictureStats)}
+class MaskStats(PictureStats):
+    """A mask: its pixels are class ids, so only their histogram (pixels per class, sampled rows) is
+    counted, not moments."""
+
+    role = "mask"
+
+
+KINDS: dict[str, type[FeatureStats]] = {k.role: k for k in (NumberStats, AreaStats, BytesStats, StringStats, PictureStats, MaskStats)}
 
 
 def from_data(raw: Mapping[str, Any]) -> FeatureStats:
@@ -284,15 +309,20 @@ def from_data(raw: Mapping[str, Any]) -> FeatureStats:
     return made
 
 
-def pixel_histogram(array: np.ndarray) -> np.ndarray | None:
-    """[channels, 256] counts of an 8-bit picture's values (OpenCV's histogram: about 0.5 ms for
-    512x512x3, a tenth of a JPEG encode); None for other depths, which are not measured."""
+def pixel_count(array: np.ndarray, moments: bool = True) -> PixelCount | None:
+    """An 8-bit picture's pixels counted (OpenCV: one pass for the means and stds, unless not
+    ``moments`` (a mask's class ids), and histograms of a quarter of the rows: for a 640x480x3
+    picture about a tenth of its JPEG encode); None for other depths, which are not measured."""
     if array.dtype != np.uint8:
         return None
     import cv2
 
-    image = np.ascontiguousarray(array[..., None] if array.ndim == 2 else array)
-    if image.shape[0] * image.shape[1] >= EXACT_FLOAT32:  # OpenCV counts in float32: exact below 2**24 a bin
-        return np.stack([np.bincount(image[..., c].ravel(), minlength=LEVELS) for c in range(image.shape[2])]).astype(np.int64)
-    counted = [cv2.calcHist([image], [c], None, [LEVELS], [0, LEVELS]).reshape(LEVELS) for c in range(image.shape[2])]
-    return np.stack(counted).astype(np.int64)
+    image = array[..., None] if array.ndim == 2 else array
+    means, stds = cv2.meanStdDev(np.ascontiguousarray(image)) if moments else (np.zeros(0), np.zeros(0))
+    rows = np.ascontiguousarray(image[::HISTOGRAM_ROW_STEP])
+    if rows.shape[0] * rows.shape[1] >= EXACT_FLOAT32:  # OpenCV counts in float32: exact below 2**24 a bin
+        counted: list[Any] = [np.bincount(rows[..., c].ravel(), minlength=LEVELS) for c in range(rows.shape[2])]
+    else:
+        counted = [cv2.calcHist([rows], [c], None, [LEVELS], [0, LEVELS]).reshape(LEVELS) for c in range(rows.shape[2])]
+    pixels = int(image.shape[0] * image.shape[1])
+    return PixelCount(pixels, tuple(means.ravel().tolist()), tuple(stds.ravel().tolist()), np.stack(counted).astype(np.int64))

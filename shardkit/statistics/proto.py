@@ -12,7 +12,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from shardkit.formats.example_proto import INT64
-from shardkit.statistics.feature_stats import AreaStats, BytesStats, FeatureStats, NumberStats, PictureStats, StringStats, ValueLists
+from shardkit.statistics.feature_stats import (
+    HISTOGRAM_ROW_STEP,
+    AreaStats,
+    BytesStats,
+    FeatureStats,
+    NumberStats,
+    PictureStats,
+    StringStats,
+    ValueLists,
+)
 from shardkit.statistics.shard_statistics import ShardStatistics
 from shardkit.statistics.sketches import Quantiles
 
@@ -122,13 +131,15 @@ def _pictures(out: Any, stats: PictureStats, pb: Any) -> None:
     for rank, (name, count) in enumerate(sorted(stats.formats.items(), key=lambda kv: (-kv[1], kv[0]))):
         formats.buckets.add(low_rank=rank, high_rank=rank, label=name.upper(), sample_count=count)
     out.custom_stats.add(name="pixels_measured", num=stats.measured)
+    out.custom_stats.add(name="pixel_histogram_row_step", num=HISTOGRAM_ROW_STEP)  # the histograms count every Nth row
     for channels in sorted(stats.histograms):
         names = CHANNELS.get(channels, "".join(str(c) for c in range(channels)))
-        means, stds = stats.channel_moments(channels)
-        for c, (mean, std) in enumerate(zip(means, stds, strict=True)):
+        means, stds = stats.channel_moments(channels)  # none for a mask: its pixels are class ids
+        for c in range(channels):
             tag = f"{names[c] if len(names) == channels else c}"
-            out.custom_stats.add(name=f"pixel_mean/{channels}ch/{tag}", num=mean)
-            out.custom_stats.add(name=f"pixel_std/{channels}ch/{tag}", num=std)
+            if c < len(means):
+                out.custom_stats.add(name=f"pixel_mean/{channels}ch/{tag}", num=means[c])
+                out.custom_stats.add(name=f"pixel_std/{channels}ch/{tag}", num=stds[c])
             histogram = out.custom_stats.add(name=f"pixel_histogram/{channels}ch/{tag}").histogram
             histogram.type = pb.Histogram.STANDARD
             for level, count in enumerate(stats.histograms[channels][c].tolist()):

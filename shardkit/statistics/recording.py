@@ -6,7 +6,7 @@ and label counts for the manifest, pictures' formats and pixels for the statisti
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -25,4 +25,4 @@ class RecordStats(Protocol):
     # A record's picture of ``key``: its format, and the pixels handed to the encoder (None: passed through undecoded).
     def picture(self, key: str, image_format: str, array: np.ndarray | None) -> None: ...
 
-    def picture_histogram(self, key: str, image_format: str, histogram: np.ndarray | None) -> None: ...  # pixels counted already
+    def picture_counted(self, key: str, image_format: str, count: Any) -> None: ...  # pixels counted already (``PixelCount``)

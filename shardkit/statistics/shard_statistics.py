@@ -17,15 +17,17 @@ from shardkit.statistics.feature_stats import (
     KINDS,
     BytesStats,
     FeatureStats,
+    MaskStats,
     NumberStats,
     PictureStats,
+    PixelCount,
     StringStats,
     from_data,
-    pixel_histogram,
+    pixel_count,
 )
 
 FLUSH_RECORDS = 4096
-ROLES = ("number", "area", "text", "blob", "picture")
+ROLES = ("number", "area", "text", "blob", "picture", "mask")
 NUMBERS = ("number", "area")
 
 
@@ -48,6 +50,7 @@ class ShardStatistics:
         self._values: dict[str, list[Any]] = {}
         self._lengths: dict[str, list[int]] = {}
         self._wires: dict[str, str] = {}
+        self._sizes_only: dict[str, bool] = {}  # keys whose buffer holds each value's size, not the value
         self._pending = 0
 
     # -- feeding ---------------------------------------------------------------------------------
@@ -61,7 +64,11 @@ class ShardStatistics:
                 buffer = self._values[key] = []
                 self._lengths[key] = []
                 self._wires[key] = wire
-            buffer.extend(values)
+                self._sizes_only[key] = wire == BYTES and self._role(key, wire) != "text"
+            if self._sizes_only[key]:  # a picture's or a file's bytes: only their sizes are kept, not the bytes
+                buffer.extend(map(len, values))
+            else:
+                buffer.extend(values)
             self._lengths[key].append(len(values))
         self._pending += 1
         if self._pending >= FLUSH_RECORDS:
@@ -69,21 +76,21 @@ class ShardStatistics:
 
     def picture(self, key: str, image_format: str, array: np.ndarray | None) -> None:
         """A record's picture of ``key``: its format, and its pixels where the build holds them."""
-        stats = self._stats(key, "picture")
+        stats = self._stats(key, self.roles.get(key, "picture"))
         assert isinstance(stats, PictureStats)
         stats.picture(image_format)
         if array is not None:
-            histogram = pixel_histogram(array)
-            if histogram is not None:
-                stats.pixels(histogram)
+            count = pixel_count(array, moments=not isinstance(stats, MaskStats))
+            if count is not None:
+                stats.pixels(count)
 
-    def picture_histogram(self, key: str, image_format: str, histogram: np.ndarray | None) -> None:
+    def picture_counted(self, key: str, image_format: str, count: PixelCount | None) -> None:
         """As ``picture``, with the pixels already counted (a batch's worker did)."""
-        stats = self._stats(key, "picture")
+        stats = self._stats(key, self.roles.get(key, "picture"))
         assert isinstance(stats, PictureStats)
         stats.picture(image_format)
-        if histogram is not None:
-            stats.pixels(histogram)
+        if count is not None:
+            stats.pixels(count)
 
     def columns(self, columns: Sequence[tuple[str, str, Any]], records: int) -> None:
         """A batch of ``records`` records, one Arrow array per key (a value or a list per record)."""
@@ -125,7 +132,10 @@ class ShardStatistics:
             else:
                 stats = self._stats(key, role)
                 assert isinstance(stats, BytesStats)
-                stats.update_sizes(np.fromiter((len(v) for v in values), dtype=np.int64, count=len(values)), lengths)
+                sizes = (
+                    np.asarray(values, dtype=np.int64) if self._sizes_only[key] else np.fromiter(map(len, values), np.int64, len(values))
+                )
+                stats.update_sizes(sizes, lengths)
                 if isinstance(stats, StringStats):
                     stats.distinct.add(bytes(v) for v in values)
             values.clear()

@@ -46,7 +46,7 @@ class Moments:
             return cls()
         mean = float(values.mean(dtype=np.float64))
         centred = values.astype(np.float64, copy=False) - mean
-        return cls(n, mean, float(np.dot(centred, centred)))
+        return cls(n, mean, float(np.square(centred, out=centred).sum()))  # not np.dot: BLAS threads would spin in workers
 
     def merge(self, other: Moments) -> None:
         if not other.n:

@@ -80,6 +80,10 @@ def _feature(feature: Any) -> dict[str, Any]:
         out["formats"] = {b.label.lower(): int(b.sample_count) for b in custom["image_format_histogram"].rank_histogram.buckets}
         out["pixels_measured"] = int(custom["pixels_measured"].num) if "pixels_measured" in custom else 0
         out["pixels"] = _pixels(custom)
+        if not out["pixels"] and "pixel_histogram/1ch/L" in custom:  # a mask: pixels per class id, sampled rows
+            counts = [b.sample_count for b in custom["pixel_histogram/1ch/L"].histogram.buckets]
+            total = sum(counts) or 1
+            out["class_pixels"] = {str(level): n / total for level, n in enumerate(counts) if n}
     return out
 
 
@@ -146,6 +150,9 @@ def _feature_lines(key: str, f: Mapping[str, Any], records: int) -> list[str]:
             mean = ", ".join(f"{m:.4f}" for m in px["mean_01"])
             std = ", ".join(f"{s:.4f}" for s in px["std_01"])
             found.append(f"  {names} pixels of {f['pixels_measured']} images: Normalize(mean=({mean}), std=({std}))  (0-1 scale)")
-        if not f["pixels"]:
+        if f.get("class_pixels"):
+            shares = ", ".join(f"{level} {share:.1%}" for level, share in list(f["class_pixels"].items())[:12])
+            found.append(f"  pixels by class id: {shares}")
+        elif not f["pixels"]:
             found.append("  pixels not measured: pictures passed through undecoded (shardkit stats --pixels decodes them)")
     return found

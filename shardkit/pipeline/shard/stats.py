@@ -14,6 +14,7 @@ import numpy as np
 
 from shardkit.formats.image_headers import ImageProblem
 from shardkit.pipeline.config import Config
+from shardkit.statistics.feature_stats import PixelCount
 from shardkit.statistics.shard_statistics import ShardStatistics
 
 MAX_LABEL_VALUES = 64  # an int64 feature with more distinct values than this is not counted as a label
@@ -37,8 +38,8 @@ class Stats:
     def picture(self, key: str, image_format: str, array: np.ndarray | None) -> None:
         self.statistics.picture(key, image_format, array)
 
-    def picture_histogram(self, key: str, image_format: str, histogram: np.ndarray | None) -> None:
-        self.statistics.picture_histogram(key, image_format, histogram)
+    def picture_counted(self, key: str, image_format: str, count: PixelCount | None) -> None:
+        self.statistics.picture_counted(key, image_format, count)
 
     def label(self, key: str, value: str | None) -> None:
         """Count one record's ``value`` of ``key``; None: this value is not a label (a list)."""
