@@ -4,7 +4,7 @@ before statistics existed, same data, one run.
 
     python scripts/bench_stats_cost.py [--images 1200] [--rows 1000000] [--rounds 3] [--workers 2]
                                        [--baseline-tree DIR | --baseline-commit 3237704]
-                                       [--only seed,table,micro] [--data /work/bench-data/costbench]
+                                       [--only seed,table,micro] [--one-blas-thread] [--data /work/bench-data/costbench]
 
 seed:  the seed-like augmented segmentation build of scripts/bench.py's "(c) shardkit" (its
        make_data: --images 640x480 JPEG crops of scikit-image's photographs with PNG masks, index
@@ -15,13 +15,17 @@ seed:  the seed-like augmented segmentation build of scripts/bench.py's "(c) sha
        Targets: (s) / (b) within 1.05x; (d) / (s) within 1.15x.
 table: scripts/bench_tables.py's 1,000,000-row Parquet table (its make_table, reused where --table
        already holds it), `shardkit build train.parquet -c table.yaml -w W`: (b) the baseline tree
-       against (s) this tree. Target: (s) / (b) within 1.05x.
-micro: in this process, ms per 640x480x3 picture (the first seed image decoded) of the per-record
+       against (s) this tree. Target: (s) / (b) within 1.05x. --one-blas-thread adds (s1), this tree
+       with OPENBLAS_NUM_THREADS=1: a numbers' batch's moments take a BLAS dot product, which
+       OpenBLAS spreads over its threads past about 10,000 values, waking them on every batch.
+micro: the wall and CPU seconds of importing the shard worker's module in a fresh process, each
+       tree (what every build pays once), and the packages only this tree imports; in this
+       process, ms per 640x480x3 picture (the first seed image decoded) of the per-record
        hooks against a JPEG q95 encode of the same array (what a worker spends on it anyway), best
        of 7 x 40: the pixel histogram, the whole picture hook, one record's ``ShardStatistics.add``
        (a real record's features), the perceptual hash and the byte digest; then every hook's
        seconds summed over a whole --workers 1 seed build (inline, hooks wrapped with timers)
-       against its wall time.
+       against its wall time, and the table's hooks over an inline build of the table.
 
 Each contender is a child process `env PYTHONPATH=TREE python -P -m shardkit.cli build ...` (-P:
 the working directory, this tree, must not come first on the baseline's path), measured by
@@ -60,7 +64,9 @@ NAMES = {
     "baseline": "(b) baseline tree, no statistics",
     "shardkit": "(s) this tree, statistics",
     "duplicates": "(d) this tree, statistics + --duplicates report",
+    "blas1": "(s1) this tree, statistics, OPENBLAS_NUM_THREADS=1",
 }
+ONE_BLAS_THREAD = ("OPENBLAS_NUM_THREADS=1",)
 
 
 def load() -> str:
@@ -80,8 +86,8 @@ def baseline_tree(args: argparse.Namespace) -> Path:
     return tree
 
 
-def build_command(tree: Path, inputs: Path, out: Path, config: Path, workers: int, *extra: str) -> list[str]:
-    python = [f"PYTHONPATH={tree}", sys.executable, "-P", "-m", "shardkit.cli"]
+def build_command(tree: Path, inputs: Path, out: Path, config: Path, workers: int, *extra: str, env: tuple[str, ...] = ()) -> list[str]:
+    python = [f"PYTHONPATH={tree}", *env, sys.executable, "-P", "-m", "shardkit.cli"]
     return ["env", *python, "build", str(inputs), "-o", str(out), "-c", str(config), "-w", str(workers), "-q", *extra]
 
 
@@ -152,7 +158,7 @@ def bench_seed(args: argparse.Namespace, base: Path) -> None:
     for path in root.rglob("*"):  # warm the page cache: every contender reads from memory
         if path.is_file():
             path.read_bytes()
-    outputs = {who: args.out / f"seed-{who}" for who in NAMES}
+    outputs = {who: args.out / f"seed-{who}" for who in ("baseline", "shardkit", "duplicates")}
     commands = {
         "baseline": build_command(base, root / "classic", outputs["baseline"], config, args.workers),
         "shardkit": build_command(ROOT, root / "classic", outputs["shardkit"], config, args.workers),
@@ -171,17 +177,19 @@ def bench_seed(args: argparse.Namespace, base: Path) -> None:
 def bench_table(args: argparse.Namespace, base: Path) -> None:
     make_table(args.table, args.rows)
     source = args.table / "train.parquet"
-    outputs = {who: args.out / f"table-{who}" for who in ("baseline", "shardkit")}
+    outputs = {who: args.out / f"table-{who}" for who in ("baseline", "shardkit", *(["blas1"] if args.one_blas_thread else []))}
     commands = {
-        who: build_command(base if who == "baseline" else ROOT, source, outputs[who], args.table / "table.yaml", args.workers)
+        who: build_command(
+            base if who == "baseline" else ROOT, source, outputs[who], args.table / "table.yaml", args.workers,
+            env=ONE_BLAS_THREAD if who == "blas1" else (),
+        )
         for who in outputs
-    }
+    }  # fmt: skip
     source.read_bytes()
     print(f"\n# table: {source} ({source.stat().st_size / 1e6:.0f} MB), -w {args.workers}; load {load()}", flush=True)
     runs = rounds(commands, outputs, args.rounds)
-    report(
-        f"table: {args.rows:,} rows x 10 columns, median of {args.rounds}", runs, args.rows, {("shardkit", "baseline"): "target <= 1.05x"}
-    )
+    pairs = {("shardkit", "baseline"): "target <= 1.05x"} | ({("blas1", "baseline"): "diagnosis"} if args.one_blas_thread else {})
+    report(f"table: {args.rows:,} rows x 10 columns, median of {args.rounds}", runs, args.rows, pairs)
     print(check(outputs, None))
     print(f"# load average after: {load()}", flush=True)
 
@@ -292,6 +300,61 @@ def bench_micro(args: argparse.Namespace) -> None:
         print(f"  {name:60} {shares}   {max(a, b) / args.images * 1e3:.3f} ms an input")
 
 
+def bench_micro_table(args: argparse.Namespace) -> None:
+    """The table's hooks over an inline (--workers 1) build of it: a batch's columns, the shard's part, the parent's merge."""
+    import shardkit
+    from shardkit.pipeline.config import load_config
+    from shardkit.pipeline.state import manifest as manifest_state
+    from shardkit.statistics.shard_statistics import ShardStatistics
+
+    make_table(args.table, args.rows)
+    hooks = {
+        "ShardStatistics.columns (a batch's Arrow columns)": (ShardStatistics, "columns"),
+        "ShardStatistics.to_data (the shard's part)": (ShardStatistics, "to_data"),
+        "write_statistics (parent: merge + statistics.pb)": (manifest_state, "write_statistics"),
+    }
+    spent, undo = timed_hooks(hooks)
+    out = args.out / "micro-table"
+    try:
+        started = time.perf_counter()
+        shardkit.build([args.table / "train.parquet"], out, config=load_config(args.table / "table.yaml"), workers=1, progress=False)
+        wall = time.perf_counter() - started
+    finally:
+        undo()
+        shutil.rmtree(out, ignore_errors=True)
+    print(f"\n# every statistics hook's seconds over an inline --workers 1 build of the {args.rows:,}-row table: {wall:.2f} s wall")
+    for name, seconds in spent.items():
+        print(f"  {name:60} {seconds:8.3f} s {seconds / wall:6.2%}   {seconds / args.rows * 1e6:.3f} us a row")
+
+
+MODULES = "import sys, shardkit.pipeline.shard.worker; print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))"
+
+
+def import_cost(base: Path, times: int = 5) -> None:
+    """What a build pays once, before any record: the wall and CPU seconds of importing what a build
+    imports (the shard worker's module, which the parent imports and its forked workers inherit), in
+    each tree, alternating, median of ``times``; and the top-level packages only this tree imports."""
+    import resource
+
+    runs: dict[str, list[tuple[float, float]]] = {"baseline": [], "shardkit": []}
+    trees = {"baseline": base, "shardkit": ROOT}
+    modules: dict[str, set[str]] = {}
+    for round_ in range(times):
+        for who in list(trees)[:: -1 if round_ % 2 else 1]:
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            started = time.perf_counter()
+            command = ["env", f"PYTHONPATH={trees[who]}", sys.executable, "-P", "-c", MODULES]
+            found = subprocess.run(command, check=True, capture_output=True, text=True, cwd=ROOT).stdout.split()
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            runs[who].append((time.perf_counter() - started, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime))
+            modules[who] = set(found)
+    print(f"\n# importing shardkit.pipeline.shard.worker in a fresh process, median of {times}, alternating; load {load()}")
+    for who, done in runs.items():
+        wall, cpu = statistics.median(w for w, _ in done), statistics.median(c for _, c in done)
+        print(f"  {NAMES[who]:58} {wall:6.2f} s wall {cpu:6.2f} s CPU")
+    print(f"  packages only this tree imports: {', '.join(sorted(modules['shardkit'] - modules['baseline'])) or 'none'}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--images", type=int, default=1200)
@@ -300,6 +363,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--baseline-tree", help="a checkout of shardkit before statistics (default: --baseline-commit's files, extracted)")
     parser.add_argument("--baseline-commit", default=BASELINE_COMMIT)
+    parser.add_argument("--one-blas-thread", action="store_true", help="table: also this tree with OPENBLAS_NUM_THREADS=1")
     parser.add_argument("--only", default="seed,table,micro", help="a comma list of seed, table, micro")
     parser.add_argument("--data", type=Path, default=Path("/work/bench-data/costbench"))
     parser.add_argument("--table", type=Path, help="the table's folder (default: --data/rows-ROWS; make_table fills it once)")
@@ -320,7 +384,9 @@ def main() -> None:
         if "table" in parts:
             bench_table(args, base)
         if "micro" in parts:
+            import_cost(base)
             bench_micro(args)
+            bench_micro_table(args)
     finally:
         shutil.rmtree(args.out, ignore_errors=True)
     print(f"\n# load average after: {load()}")
