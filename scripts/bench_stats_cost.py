@@ -198,20 +198,22 @@ def best_ms(work: Callable[[], object], number: int = 40) -> float:
     return min(timeit.repeat(work, number=number, repeat=7)) / number * 1e3
 
 
-def timed_hooks(targets: dict[str, tuple[Any, str]]) -> tuple[dict[str, float], Callable[[], None]]:
-    """Wrap each ``(owner, attribute)`` with a timer summing its seconds; the sums and an undo."""
-    spent = dict.fromkeys(targets, 0.0)
+def timed_hooks(targets: dict[str, tuple[Any, str]]) -> tuple[dict[str, list[float]], Callable[[], None]]:
+    """Wrap each ``(owner, attribute)`` with timers summing its [wall, CPU] seconds (CPU: this
+    thread's, which a busy machine moves less); the sums and an undo."""
+    spent = {label: [0.0, 0.0] for label in targets}
     saved = []
     for label, (owner, name) in targets.items():
         original = getattr(owner, name)
         saved.append((owner, name, original))
 
         def wrapper(*a: Any, _original: Any = original, _label: str = label, **k: Any) -> Any:
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.thread_time()
             try:
                 return _original(*a, **k)
             finally:
-                spent[_label] += time.perf_counter() - started
+                spent[_label][0] += time.perf_counter() - started
+                spent[_label][1] += time.thread_time() - cpu
 
         setattr(owner, name, wrapper)
 
@@ -220,6 +222,29 @@ def timed_hooks(targets: dict[str, tuple[Any, str]]) -> tuple[dict[str, float], 
             setattr(owner, name, original)
 
     return spent, undo
+
+
+def timed_build(build: Callable[[], object]) -> tuple[float, float]:
+    """Wall and CPU seconds (this process's) of an inline build."""
+    started, cpu = time.perf_counter(), time.process_time()
+    build()
+    return time.perf_counter() - started, time.process_time() - cpu
+
+
+def hook_lines(
+    title: str, hooks: dict[str, Any], builds: dict[str, tuple[tuple[float, float], dict[str, list[float]]]], items: int
+) -> None:
+    """Each hook's wall and CPU seconds in each build, its share of the build's, and its CPU ms an item."""
+    print(f"\n# {title}")
+    heads = "".join(f"{name:>34}" for name in builds)
+    print(f"  {'':60}{heads}   CPU an item")
+    print(f"  {'the build: wall s / CPU s':60}" + "".join(f"{w:16.2f} {c:16.2f} " for (w, c), _ in builds.values()))
+    for name in hooks:
+        cells = "".join(
+            f"{t[name][0]:8.3f} {t[name][0] / w:6.1%} {t[name][1]:8.3f} {t[name][1] / c:6.1%}  " for (w, c), t in builds.values()
+        )
+        most = max(t[name][1] for _, t in builds.values())
+        print(f"  {name:60}{cells} {most / items * 1e6:8.2f} us")
 
 
 def bench_micro(args: argparse.Namespace) -> None:
@@ -256,17 +281,17 @@ def bench_micro(args: argparse.Namespace) -> None:
     original_add = Stats.add
     Stats.add = lambda self, f: (kept.__setitem__(slice(None), [f]), original_add(self, f))[1]  # type: ignore[method-assign]
     spent, undo = timed_hooks(hooks)
-    walls: dict[str | None, float] = {}
-    per_build: dict[str | None, dict[str, float]] = {}
+    builds = {}
+    out = args.out / "micro-build"
     try:
         for flag in (None, "report"):
-            out = args.out / "micro-build"
             shutil.rmtree(out, ignore_errors=True)
-            spent.update(dict.fromkeys(spent, 0.0))
-            started = time.perf_counter()
-            shardkit.build([root / "classic"], out, config=config, workers=1, progress=False, duplicates=flag)
-            walls[flag] = time.perf_counter() - started
-            per_build[flag] = dict(spent)
+            for sums in spent.values():
+                sums[:] = [0.0, 0.0]
+            times = timed_build(
+                lambda f=flag: shardkit.build([root / "classic"], out, config=config, workers=1, progress=False, duplicates=f)
+            )
+            builds["without --duplicates" if flag is None else "with --duplicates report"] = (times, {k: list(v) for k, v in spent.items()})
     finally:
         undo()
         Stats.add = original_add  # type: ignore[method-assign]
@@ -291,13 +316,8 @@ def bench_micro(args: argparse.Namespace) -> None:
         encode_ms = encode_ms or ms
         print(f"  {name:72} {ms:7.3f} ms  {ms / encode_ms:6.1%} of the encode")
     print(f"  (the record's features: {', '.join(f'{k}: {w} x{len(v)}' for k, (w, v) in record.items())}; JPEG {len(encoded):,} bytes)")
-    print(f"\n# every hook's seconds over an inline --workers 1 build of {args.images} images (one record each), without and with the flag")
-    print(f"  {'':60} {'without':>16} {'with --duplicates':>18}")
-    print(f"  {'the build, wall':60} {walls[None]:8.2f} s        {walls['report']:8.2f} s")
-    for name in hooks:
-        a, b = per_build[None][name], per_build["report"][name]
-        shares = f"{a:8.3f} s {a / walls[None]:6.2%} {b:8.3f} s {b / walls['report']:6.2%}"
-        print(f"  {name:60} {shares}   {max(a, b) / args.images * 1e3:.3f} ms an input")
+    title = f"each hook's wall s, share, CPU s, share over an inline --workers 1 build of {args.images} images (a record each)"
+    hook_lines(title, hooks, builds, args.images)
 
 
 def bench_micro_table(args: argparse.Namespace) -> None:
@@ -305,26 +325,29 @@ def bench_micro_table(args: argparse.Namespace) -> None:
     import shardkit
     from shardkit.pipeline.config import load_config
     from shardkit.pipeline.state import manifest as manifest_state
+    from shardkit.statistics import sketches
     from shardkit.statistics.shard_statistics import ShardStatistics
 
     make_table(args.table, args.rows)
     hooks = {
         "ShardStatistics.columns (a batch's Arrow columns)": (ShardStatistics, "columns"),
+        "  of which Moments.of (a batch's mean and M2: a BLAS dot)": (sketches.Moments, "of"),
+        "  of which Quantiles.update (KLL, values and list lengths)": (sketches.Quantiles, "update"),
+        "  of which Distinct.add_array (distinct and top strings)": (sketches.Distinct, "add_array"),
         "ShardStatistics.to_data (the shard's part)": (ShardStatistics, "to_data"),
         "write_statistics (parent: merge + statistics.pb)": (manifest_state, "write_statistics"),
     }
     spent, undo = timed_hooks(hooks)
     out = args.out / "micro-table"
+    config = load_config(args.table / "table.yaml")
     try:
-        started = time.perf_counter()
-        shardkit.build([args.table / "train.parquet"], out, config=load_config(args.table / "table.yaml"), workers=1, progress=False)
-        wall = time.perf_counter() - started
+        times = timed_build(lambda: shardkit.build([args.table / "train.parquet"], out, config=config, workers=1, progress=False))
     finally:
         undo()
         shutil.rmtree(out, ignore_errors=True)
-    print(f"\n# every statistics hook's seconds over an inline --workers 1 build of the {args.rows:,}-row table: {wall:.2f} s wall")
-    for name, seconds in spent.items():
-        print(f"  {name:60} {seconds:8.3f} s {seconds / wall:6.2%}   {seconds / args.rows * 1e6:.3f} us a row")
+    hook_lines(
+        f"each statistics hook over an inline --workers 1 build of the {args.rows:,}-row table", hooks, {"": (times, spent)}, args.rows
+    )
 
 
 MODULES = "import sys, shardkit.pipeline.shard.worker; print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))"
