@@ -27,8 +27,8 @@ micro: the wall and CPU seconds of importing the shard worker's module in a fres
        seconds summed over a whole --workers 1 seed build (inline, hooks wrapped with timers)
        against its wall time, and the table's hooks over an inline build of the table.
 
-Each contender is a child process `env PYTHONPATH=TREE python -P -m shardkit.cli build ...` (-P:
-the working directory, this tree, must not come first on the baseline's path), measured by
+Each contender is a child process `env -C TREE PYTHONPATH=TREE python -m shardkit.cli build ...`
+(run in its tree: `-m` puts the working directory first on the path), measured by
 process_tree.measured (wall time, CPU seconds of every process, peak RSS); each round runs them
 all, the order reversed every other round (bench_common.rounds). Printed: each round's times and
 its paired ratios, the medians of wall and CPU seconds, and the ratios of the medians with their
@@ -87,14 +87,14 @@ def baseline_tree(args: argparse.Namespace) -> Path:
 
 
 def build_command(tree: Path, inputs: Path, out: Path, config: Path, workers: int, *extra: str, env: tuple[str, ...] = ()) -> list[str]:
-    python = [f"PYTHONPATH={tree}", *env, sys.executable, "-P", "-m", "shardkit.cli"]
-    return ["env", *python, "build", str(inputs), "-o", str(out), "-c", str(config), "-w", str(workers), "-q", *extra]
+    python = [f"PYTHONPATH={tree}", *env, sys.executable, "-m", "shardkit.cli"]
+    return ["env", "-C", str(tree), *python, "build", str(inputs), "-o", str(out), "-c", str(config), "-w", str(workers), "-q", *extra]
 
 
 def imported_from(tree: Path) -> str:
     """Which shardkit a contender's child imports: its tree's, checked before timing anything."""
     found = subprocess.run(
-        ["env", f"PYTHONPATH={tree}", sys.executable, "-P", "-c", "import shardkit; print(shardkit.__file__)"],
+        ["env", "-C", str(tree), f"PYTHONPATH={tree}", sys.executable, "-c", "import shardkit; print(shardkit.__file__)"],
         check=True, capture_output=True, text=True, cwd=ROOT,
     ).stdout.strip()  # fmt: skip
     if not found.startswith(str(tree)):
@@ -366,7 +366,7 @@ def import_cost(base: Path, times: int = 5) -> None:
         for who in list(trees)[:: -1 if round_ % 2 else 1]:
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             started = time.perf_counter()
-            command = ["env", f"PYTHONPATH={trees[who]}", sys.executable, "-P", "-c", MODULES]
+            command = ["env", "-C", str(trees[who]), f"PYTHONPATH={trees[who]}", sys.executable, "-c", MODULES]
             found = subprocess.run(command, check=True, capture_output=True, text=True, cwd=ROOT).stdout.split()
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             runs[who].append((time.perf_counter() - started, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime))
