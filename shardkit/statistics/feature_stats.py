@@ -21,14 +21,18 @@ HISTOGRAM_ROW_STEP = 4  # a picture's histogram counts every 4th row: a sample f
 
 
 class ValueLists:
-    """How many values each record holds (a scalar feature: one), as TFDV's common statistics say it."""
+    """How many values each record holds (a scalar feature: one), as TFDV's common statistics say
+    it: counted exactly per length (a feature has few), a quantile sketch only past ``LENGTHS``."""
+
+    LENGTHS = 1024  # distinct list lengths counted exactly
 
     def __init__(self) -> None:
         self.records = 0
         self.total = 0
         self.least: int | None = None
         self.most: int | None = None
-        self.quantiles = Quantiles()
+        self.counts: dict[int, int] | None = {}  # length -> records; None once past LENGTHS
+        self.sketch: Quantiles | None = None
 
     def update(self, lengths: np.ndarray) -> None:
         if not lengths.size:
@@ -38,7 +42,25 @@ class ValueLists:
         lo, hi = int(lengths.min()), int(lengths.max())
         self.least = lo if self.least is None else min(self.least, lo)
         self.most = hi if self.most is None else max(self.most, hi)
-        self.quantiles.update(lengths)
+        if self.counts is not None:
+            found = (
+                {lo: int(lengths.size)}
+                if lo == hi
+                else dict(zip(*(a.tolist() for a in np.unique(lengths, return_counts=True)), strict=True))
+            )
+            for length, n in found.items():
+                self.counts[length] = self.counts.get(length, 0) + n
+            if len(self.counts) > self.LENGTHS:
+                self._sketched()
+        else:
+            assert self.sketch is not None
+            self.sketch.update(lengths)
+
+    def _sketched(self) -> None:
+        counts, self.counts = self.counts or {}, None
+        self.sketch = Quantiles()
+        for length, n in counts.items():
+            self.sketch.update(np.full(n, length, dtype=np.float64))
 
     def merge(self, other: ValueLists) -> None:
         self.records += other.records
@@ -46,16 +68,51 @@ class ValueLists:
         for name, pick in (("least", min), ("most", max)):
             mine, theirs = getattr(self, name), getattr(other, name)
             setattr(self, name, theirs if mine is None else mine if theirs is None else pick(mine, theirs))
-        self.quantiles.merge(other.quantiles)
+        if self.counts is not None and other.counts is not None:
+            for length, n in other.counts.items():
+                self.counts[length] = self.counts.get(length, 0) + n
+            if len(self.counts) > self.LENGTHS:
+                self._sketched()
+            return
+        if self.counts is not None:
+            self._sketched()
+        assert self.sketch is not None
+        if other.counts is not None:
+            for length, n in other.counts.items():
+                self.sketch.update(np.full(n, length, dtype=np.float64))
+        else:
+            assert other.sketch is not None
+            self.sketch.merge(other.sketch)
+
+    def quantiles(self, buckets: int) -> list[float]:
+        """The ``buckets + 1`` boundaries of equal-count buckets of the lengths (exact while counted)."""
+        if self.counts is None:
+            assert self.sketch is not None
+            return self.sketch.quantiles(buckets)
+        if not self.counts:
+            return []
+        lengths = np.array(sorted(self.counts), dtype=np.float64)
+        cumulative = np.cumsum([self.counts[int(v)] for v in lengths])
+        ranks = [min(int(np.ceil(i / buckets * self.records)), self.records) for i in range(buckets + 1)]
+        return [float(lengths[min(int(np.searchsorted(cumulative, max(r, 1))), len(lengths) - 1)]) for r in ranks]
 
     def to_data(self) -> dict[str, Any]:
-        return {"records": self.records, "total": self.total, "least": self.least, "most": self.most, "sketch": self.quantiles.to_data()}
+        out: dict[str, Any] = {"records": self.records, "total": self.total, "least": self.least, "most": self.most}
+        if self.counts is not None:
+            out["counts"] = {str(k): v for k, v in self.counts.items()}
+        else:
+            assert self.sketch is not None
+            out["sketch"] = self.sketch.to_data()
+        return out
 
     @classmethod
     def from_data(cls, raw: Mapping[str, Any]) -> ValueLists:
         made = cls()
         made.records, made.total, made.least, made.most = int(raw["records"]), int(raw["total"]), raw["least"], raw["most"]
-        made.quantiles = Quantiles.from_data(raw["sketch"])
+        if "counts" in raw:
+            made.counts = {int(k): int(v) for k, v in raw["counts"].items()}
+        else:
+            made.counts, made.sketch = None, Quantiles.from_data(raw["sketch"])
         return made
 
 

@@ -72,7 +72,7 @@ def _common(out: Any, lists: ValueLists, records: int, pb: Any) -> None:
         out.max_num_values = lists.most or 0
         out.avg_num_values = lists.total / lists.records
         out.tot_num_values = lists.total
-        _quantile_buckets(out.num_values_histogram, lists.quantiles, pb)
+        _quantile_buckets(out.num_values_histogram, lists, pb)
 
 
 def _numbers(out: Any, stats: NumberStats, records: int, pb: Any) -> None:
@@ -92,12 +92,12 @@ def _numbers(out: Any, stats: NumberStats, records: int, pb: Any) -> None:
     _quantile_buckets(quantiles, stats.quantiles, pb)
 
 
-def _quantile_buckets(out: Any, sketch: Quantiles, pb: Any) -> None:
+def _quantile_buckets(out: Any, sketch: Quantiles | ValueLists, pb: Any) -> None:
     out.type = pb.Histogram.QUANTILES
     bounds = sketch.quantiles(BUCKETS)
     if not bounds:
         return
-    each = sketch.sketch.n / BUCKETS
+    each = (sketch.records if isinstance(sketch, ValueLists) else sketch.sketch.n) / BUCKETS
     for i in range(BUCKETS):
         out.buckets.add(low_value=bounds[i], high_value=bounds[i + 1], sample_count=each)
 

@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 
-from shardkit.duplicates.phash import digest, phash
 from shardkit.features.base import FeatureSpec
 from shardkit.pipeline.config import Config
 from shardkit.pipeline.plan.tasks import ShardTask
@@ -33,6 +32,8 @@ class Fingerprints:
 
     def add(self, identity: str, pixels: np.ndarray | None, data: bytes) -> None:
         """One input: its picture's pixels (None: it has no picture) and the bytes its digest is of."""
+        from shardkit.duplicates.phash import digest, phash  # SciPy's DCT: imported by builds that ask for duplicates alone
+
         self.identities.append(identity)
         self.digests.append(digest(data))
         if pixels is not None:
