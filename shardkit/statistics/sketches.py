@@ -327,9 +327,15 @@ def _span_hashes(data: np.ndarray, bounds: np.ndarray) -> np.ndarray:
     starts, stops = bounds[:-1], bounds[1:]
     h = (prefix[stops] - prefix[starts]) * inverse[n - stops]
     h ^= (stops - starts).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
-    h ^= h >> np.uint64(30)
-    h *= np.uint64(0xBF58476D1CE4E5B9)
-    h ^= h >> np.uint64(27)
-    h *= np.uint64(0x94D049BB133111EB)
-    h ^= h >> np.uint64(31)
-    return np.asarray(h, dtype=np.uint64)
+    return splitmix64_finish(h)
+
+
+def splitmix64_finish(x: np.ndarray) -> np.ndarray:
+    """SplitMix64's finalizer over uint64s, in place: every input bit moves every output bit."""
+    with np.errstate(over="ignore"):
+        x ^= x >> np.uint64(30)
+        x *= np.uint64(0xBF58476D1CE4E5B9)
+        x ^= x >> np.uint64(27)
+        x *= np.uint64(0x94D049BB133111EB)
+        x ^= x >> np.uint64(31)
+    return np.asarray(x, dtype=np.uint64)

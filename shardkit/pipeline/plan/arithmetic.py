@@ -13,6 +13,8 @@ import math
 
 import numpy as np
 
+from shardkit.statistics.sketches import splitmix64_finish
+
 TARGET_SHARD_BYTES = 128 * 1024 * 1024  # middle of the 100-200 MB that tf.data reads well
 MAX_DEFAULT_RECORDS_PER_SHARD = 100_000
 # Small splits are still cut into several shards, so a pool or a cluster has work for every
@@ -84,12 +86,7 @@ def table_keys(seed: int, source: int, rows: np.ndarray) -> np.ndarray:
     bijection, so no two rows of a source tie), as uniform as a hash of each row's identity."""
     prefix = hashlib.blake2b(f"{seed}\0{source}\0".encode(), digest_size=KEY_BYTES, person=b"table").digest()
     x = rows.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(int.from_bytes(prefix, "little"))
-    x ^= x >> np.uint64(30)
-    x *= np.uint64(0xBF58476D1CE4E5B9)
-    x ^= x >> np.uint64(27)
-    x *= np.uint64(0x94D049BB133111EB)
-    x ^= x >> np.uint64(31)
-    return np.asarray(x, dtype=np.uint64)
+    return splitmix64_finish(x)
 
 
 def record_key(seed: int, identity: str, copy: int) -> bytes:
