@@ -13,9 +13,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-# Address space for the child: a build of a small set needs about 0.6 GB of it (NumPy, Arrow,
-# OpenCV mapped); a parser whose memory grows with its input fails here rather than in the kernel.
-LIMIT_BYTES = 1536 << 20
+# Address space for the child: a build of a small set maps about 0.6 GB of it (NumPy, Arrow,
+# OpenCV) and reserves more for its threads' malloc arenas (an unlimited build of the demo set
+# peaks at 1.8-1.9 GB of address space); with statistics, the parent's publishing (protobuf) no
+# longer fitted under 1.5 GB. A parser whose memory grows with its input fails here rather than
+# in the kernel.
+LIMIT_BYTES = 2 << 30
 
 
 def run_cli(args: Sequence[str | os.PathLike[str]], cwd: str | os.PathLike[str], *, limit: int = LIMIT_BYTES,

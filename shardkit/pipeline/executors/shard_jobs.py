@@ -39,12 +39,8 @@ def run_task(task: Job, progress: Progress | None = None, tick_every: float = 0.
 
 
 def augments(task: Job) -> bool:
-    """Whether the task runs native thread pools (OpenCV's: augmentation, and the statistics'
-    pixel histograms where a build decodes pictures), which are set up in the worker."""
-    if not isinstance(task, ShardTask):
-        return False
-    config = task.settings.config
-    return config.augment is not None or any(f.kind.picture for f in config.features)
+    """Whether the task runs augmentation (which needs native thread pools set up in the worker)."""
+    return isinstance(task, ShardTask) and task.settings.config.augment is not None
 
 
 def weight(task: Job) -> int:
