@@ -257,7 +257,7 @@ def bench_micro(args: argparse.Namespace) -> None:
     from shardkit.pipeline.shard import fingerprints
     from shardkit.pipeline.state import duplicate_report
     from shardkit.pipeline.state import manifest as manifest_state
-    from shardkit.statistics.feature_stats import pixel_histogram
+    from shardkit.statistics.feature_stats import pixel_count
     from shardkit.statistics.shard_statistics import ShardStatistics
 
     root = make_data(args.data / f"images-{args.images}", args.images)
@@ -304,7 +304,7 @@ def bench_micro(args: argparse.Namespace) -> None:
     rows = {
         "JPEG encode q95 (image_codec.encode: what the worker spends anyway)": lambda: image_codec.encode(picture, "jpeg", QUALITY),
         "JPEG decode (image_codec.decode)": lambda: image_codec.decode(data, "RGB"),
-        "pixel histogram (cv2.calcHist, 3 channels)": lambda: pixel_histogram(picture),
+        "pixel count (cv2.meanStdDev + calcHist of every 4th row)": lambda: pixel_count(picture),
         "ShardStatistics.picture (histogram + add to the counts)": lambda: fresh.picture("image", "jpeg", picture),
         "ShardStatistics.add of one seed record's features": lambda: fresh.add(record),
         "perceptual hash (shardkit.duplicates.phash.phash)": lambda: phash(picture),
