@@ -54,8 +54,8 @@ def stats(paths: Sequence[str], workers: int | None = None, output: str | None =
     on ``workers`` processes); ``output``: also write the proto there. ``pixels``: decode every
     picture to measure its pixels (an OUT's are then counted again from its shards)."""
     targets = expand(paths)
-    if output is not None and os.path.realpath(output) in {os.path.realpath(f) for f in targets.files}:
-        raise UsageError(f"--output {output} is one of the files to read: name a new file")
+    if output is not None:
+        _check_output(output, targets.files, [o.path for o in targets.outputs])
     if len(targets.outputs) == 1 and not targets.files:
         found = _of_output(targets.outputs[0], workers, pixels)
     elif targets.outputs:
@@ -67,6 +67,17 @@ def stats(paths: Sequence[str], workers: int | None = None, output: str | None =
     if output is not None:
         atomic.write_atomic(output, found.proto.SerializeToString(), durable=False)
     return found
+
+
+def _check_output(output: str, files: Sequence[str], outputs: Sequence[str]) -> None:
+    """Refuse an ``--output`` that is one of the files read, or inside an output folder read (whose
+    files are the build's: its manifest, shards, statistics.pb)."""
+    target = os.path.realpath(output)
+    if target in {os.path.realpath(f) for f in files}:
+        raise UsageError(f"--output {output} is one of the files to read: name a new file")
+    for folder in outputs:
+        if not location.is_url(folder) and os.path.commonpath([target, os.path.realpath(folder)]) == os.path.realpath(folder):
+            raise UsageError(f"--output {output} is inside {folder}, whose files are the build's: name a file outside it")
 
 
 def _of_output(out: Output, workers: int | None, pixels: bool) -> DatasetStatistics:

@@ -200,3 +200,15 @@ def test_pixels_of_pictures_passed_through_are_measured_on_request(cls_data: Pat
     pixels = _pixels(tfread.read_split(str(out), "train"), "image")
     np.testing.assert_allclose(mean, pixels.mean(axis=0), atol=0.05)  # Pillow's decode and TensorFlow's INTEGER_ACCURATE
     np.testing.assert_allclose(std, pixels.std(axis=0), atol=0.05)
+
+
+def test_stats_output_never_lands_inside_the_output_folder_it_reads(cls_data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    shardkit.build(out=out, from_folder=cls_data, workers=1, progress=False)
+    manifest = (out / "manifest.json").read_bytes()
+    for target in (out / "manifest.json", out / "extra.pb"):
+        with pytest.raises(shardkit.errors.UsageError, match="whose files are the build's"):
+            shardkit.stats([str(out)], output=str(target))
+    assert (out / "manifest.json").read_bytes() == manifest and not (out / "extra.pb").exists()
+    shardkit.stats([str(out)], output=str(tmp_path / "stats.pb"))
+    assert (tmp_path / "stats.pb").stat().st_size > 0
