@@ -52,11 +52,28 @@ class ShardStatistics:
         self._wires: dict[str, str] = {}
         self._sizes_only: dict[str, bool] = {}  # keys whose buffer holds each value's size, not the value
         self._pending = 0
+        self._held: list[tuple[str, Any]] | None = None  # an entry's records, until all of them are made
 
     # -- feeding ---------------------------------------------------------------------------------
 
+    def hold(self) -> None:
+        """Hold what comes until ``commit``: an entry's records, counted only once all are made
+        (a skipped entry counts nothing); anything held before is dropped."""
+        self._held = []
+
+    def commit(self) -> None:
+        held, self._held = self._held or [], None
+        for what, args in held:
+            if what == "add":
+                self.add(args)
+            else:
+                self.picture(*args)
+
     def add(self, features: Mapping[str, tuple[str, Any]]) -> None:
         """One record's features, as ``formats.example_proto.encode_example`` takes them."""
+        if self._held is not None:
+            self._held.append(("add", features))
+            return
         self.records += 1
         for key, (wire, values) in features.items():
             buffer = self._values.get(key)
@@ -76,6 +93,9 @@ class ShardStatistics:
 
     def picture(self, key: str, image_format: str, array: np.ndarray | None) -> None:
         """A record's picture of ``key``: its format, and its pixels where the build holds them."""
+        if self._held is not None:
+            self._held.append(("picture", (key, image_format, array)))
+            return
         stats = self._stats(key, self.roles.get(key, "picture"))
         assert isinstance(stats, PictureStats)
         stats.picture(image_format)

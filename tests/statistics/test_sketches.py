@@ -66,3 +66,21 @@ def test_a_value_hashes_alike_wherever_it_stands() -> None:
     first = value_hashes(pa.array([b"abc", b"", b"x" * 3_000_000, b"abc"], pa.large_binary()))
     second = value_hashes(pa.array(["zz", "abc"]).slice(1))
     assert first[0] == first[3] == second[0] and len(set(first[:3].tolist())) == 3
+
+
+def test_an_entry_counts_only_once_all_its_records_are_made() -> None:
+    from shardkit.statistics.shard_statistics import ShardStatistics
+
+    stats = ShardStatistics({"img": "picture"})
+    picture = np.full((4, 4, 3), 9, np.uint8)
+    stats.hold()
+    stats.add({"n": ("int64", [1])})
+    stats.picture("img", "png", picture)  # the entry fails after this: never committed
+    stats.hold()
+    stats.add({"n": ("int64", [2])})
+    stats.picture("img", "png", picture)
+    stats.commit()
+    data = stats.to_data()
+    assert data["records"] == 1
+    assert data["features"]["n"]["moments"][:2] == [1, 2.0]
+    assert data["features"]["img"]["measured"] == 1

@@ -156,6 +156,7 @@ class RecordMaker:
         """All records of one entry, as ``self.copies`` numbers them: the original (if kept or
         not augmenting), then the augmented copies."""
         self._labels = []  # counted once every record of the entry is made: a skipped entry counts nothing
+        self.stats.statistics.hold()  # ... and so are its values
         loaded = _Loaded(entry, self.file_specs, self.lead, self.fetcher, self.downscale)
         augment = self.config.augment
         out = []
@@ -175,6 +176,7 @@ class RecordMaker:
                 out.append(self._example(loaded, augmented))
         for key, value in self._labels:
             self.stats.label(key, value)
+        self.stats.statistics.commit()
         if self.fingerprints is not None:
             self._fingerprint(entry, loaded, out[0])
         return out
