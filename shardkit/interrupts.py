@@ -13,13 +13,16 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.context import BaseContext
 from multiprocessing.pool import Pool
 from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
 
 from shardkit.errors import Interrupted
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 _STOP = {signal.SIGINT, signal.SIGTERM}
 
@@ -57,6 +60,20 @@ def quiet_pool(
             stop_pool(pool)
         raise
     return pool
+
+
+def pool_map(function: Callable[[T], R], jobs: Sequence[T], workers: int) -> list[R]:
+    """``function`` of each job, in order: on a quiet pool of up to ``workers`` processes, one job a
+    task, where there are several of both; else here, one after another."""
+    if workers > 1 and len(jobs) > 1:
+        import multiprocessing as mp
+
+        pool = quiet_pool(mp.get_context(), min(workers, len(jobs)))
+        try:
+            return pool.map(function, jobs, chunksize=1)
+        finally:
+            stop_pool(pool)
+    return [function(job) for job in jobs]
 
 
 def stop_pool(pool: Pool) -> None:

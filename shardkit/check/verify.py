@@ -12,7 +12,6 @@ objects are streamed in block reads, and a folder is checked against its manifes
 from __future__ import annotations
 
 import dataclasses
-import multiprocessing as mp
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -26,7 +25,7 @@ from shardkit.formats.containers.adapter import ScanResult, ShardContainer
 from shardkit.formats.example_proto import BYTES, DecodeError, decode_example
 from shardkit.formats.image_headers import ImageProblem, decoded_size
 from shardkit.formats.record_survey import sniff
-from shardkit.interrupts import quiet_pool, stop_pool
+from shardkit.interrupts import pool_map
 from shardkit.output import layout
 from shardkit.output.found import Output, expand
 from shardkit.output.shard_record import ShardFile
@@ -99,14 +98,7 @@ def verify(paths: Sequence[str], *, deep: bool = False, workers: int = 1, compre
                 problems.extend(_label_map_problems(output))
         jobs.extend(_Job(path, registry.of_file(path, compression), deep) for path in targets.files)
     try:
-        if workers > 1 and len(jobs) > 1:
-            pool = quiet_pool(mp.get_context(), min(workers, len(jobs)))
-            try:
-                reports = pool.map(_check, jobs, chunksize=1)
-            finally:
-                stop_pool(pool)
-        else:
-            reports = [_check(job) for job in jobs]
+        reports = pool_map(_check, jobs, workers)
     except KeyboardInterrupt as exc:  # the pool's workers are gone; nothing was written
         stopped = f"interrupted: verify stopped before it checked all {plural(len(jobs), 'file')}; it changes nothing"
         raise Interrupted.after(exc, stopped) from exc

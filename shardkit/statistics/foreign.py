@@ -10,7 +10,6 @@ only with ``pixels`` (each picture decoded: the cost of a decode per picture).
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -22,7 +21,7 @@ from shardkit.formats import image_codec, image_headers
 from shardkit.formats.containers import registry
 from shardkit.formats.example_columns import decode_columns
 from shardkit.formats.example_proto import BYTES, DecodeError, decode_example
-from shardkit.interrupts import quiet_pool, stop_pool
+from shardkit.interrupts import pool_map
 from shardkit.statistics.proto import dataset_list
 from shardkit.statistics.shard_statistics import ShardStatistics, merged
 from shardkit.storage import location
@@ -53,14 +52,7 @@ def split_statistics(files: Mapping[str, Sequence[str]], workers: int | None = N
     jobs = [(split, (path, pixels)) for split, paths in files.items() for path in paths]
     if workers is None:
         workers = len(os.sched_getaffinity(0))
-    if workers > 1 and len(jobs) > 1:
-        pool = quiet_pool(mp.get_context(), min(workers, len(jobs)))
-        try:
-            parts = pool.map(_file_part, [job for _, job in jobs], chunksize=1)
-        finally:
-            stop_pool(pool)
-    else:
-        parts = [_file_part(job) for _, job in jobs]
+    parts = pool_map(_file_part, [job for _, job in jobs], workers)
     by_split: dict[str, list[tuple[str, dict[str, Any]]]] = {split: [] for split in files}
     for (split, (path, _)), part in zip(jobs, parts, strict=True):
         by_split[split].append((path, part))

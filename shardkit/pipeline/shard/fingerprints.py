@@ -7,7 +7,8 @@ one input are never duplicates of each other.
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -15,6 +16,9 @@ from shardkit.features.base import FeatureSpec
 from shardkit.pipeline.config import Config
 from shardkit.pipeline.plan.tasks import ShardTask
 from shardkit.storage import location
+
+if TYPE_CHECKING:
+    from shardkit.duplicates.groups import Group
 
 DROPS = "drops.json"  # in the plan's folder: what ``--duplicates drop`` leaves out (``pipeline.state.duplicate_drop``)
 
@@ -72,3 +76,38 @@ def dropped_inputs(task: ShardTask) -> frozenset[str]:
     if path not in _DROPPED:
         _DROPPED[path] = frozenset(json.loads(location.read_bytes(path))["dropped"])
     return _DROPPED[path]
+
+
+def grouped(parts: Sequence[tuple[str, Mapping[str, Any]]], threshold: int) -> tuple[list[Group], list[str], bool]:
+    """The groups among shards' rows (``(split, Fingerprints.to_data())`` in build order), each
+    row's split, and whether pictures were compared (else records' bytes alone)."""
+    from shardkit.duplicates.groups import find_groups
+
+    identities = [i for _, rows in parts for i in rows["identity"]]
+    splits = [split for split, rows in parts for _ in rows["identity"]]
+    digests = np.array([bytes.fromhex(d) for _, rows in parts for d in rows["digest"]], dtype="S16")
+    pictures = bool(parts) and all(rows["hash"] is not None for _, rows in parts)
+    hashes = np.array([int(h, 16) for _, rows in parts for h in rows["hash"]], dtype=np.uint64) if pictures else None
+    groups = find_groups(hashes, digests, splits, identities, identities, threshold) if identities else []
+    return groups, splits, pictures
+
+
+def compared(pictures: bool, threshold: int) -> str:
+    """What the search compared, as the summary and the manifest say it."""
+    return (
+        f"pictures by a 64-bit perceptual hash within {threshold} bits, and by their bytes"
+        if pictures
+        else "records by their bytes (no pictures)"
+    )
+
+
+def group_entry(group: Group, dropped: Collection[str] | None = None) -> dict[str, Any]:
+    """A group as ``OUT/duplicates.jsonl`` holds it (with ``dropped``: each member marked)."""
+    members: list[dict[str, Any]] = [{"split": m.split, "source_id": m.source_id} for m in group.members]
+    if dropped is not None:
+        members = [{**m, "dropped": m["source_id"] in dropped} for m in members]
+    return {"exact": group.exact, "distance": group.distance, "splits": list(group.splits), "members": members}
+
+
+def leak_counts(counted: Mapping[tuple[str, str], int]) -> dict[str, int]:
+    return {f"{split} in {other}": n for (split, other), n in sorted(counted.items())}

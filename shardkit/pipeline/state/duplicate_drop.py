@@ -9,19 +9,15 @@ those inputs out, and ``OUT/duplicates.jsonl`` lists each group with what was dr
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
-from shardkit.duplicates.groups import find_groups
 from shardkit.duplicates.selection import drops, leak_line, leaks, split_ranks
 from shardkit.formats.image_headers import ImageProblem
-from shardkit.interrupts import quiet_pool, stop_pool
+from shardkit.interrupts import pool_map
 from shardkit.pipeline.plan.plan_file import read_entries
 from shardkit.pipeline.plan.tasks import ShardTask
-from shardkit.pipeline.shard.fingerprints import DROPS, Fingerprints, drops_path
+from shardkit.pipeline.shard.fingerprints import DROPS, Fingerprints, compared, drops_path, group_entry, grouped, leak_counts
 from shardkit.pipeline.shard.records import RecordMaker, _Loaded
 from shardkit.storage import atomic, location
 
@@ -31,53 +27,25 @@ def prepare(tasks: Sequence[ShardTask], threshold: int, workers: int, durable: b
     path = drops_path(tasks[0])
     if location.exists(path):
         return path
-    jobs = list(tasks)
-    if workers > 1 and len(jobs) > 1:
-        pool = quiet_pool(mp.get_context(), min(workers, len(jobs)))
-        try:
-            parts = pool.map(_rows, jobs, chunksize=1)
-        finally:
-            stop_pool(pool)
-    else:
-        parts = [_rows(task) for task in jobs]
-    identities = [i for part in parts for i in part["identity"]]
-    splits = [task.split for task, part in zip(jobs, parts, strict=True) for _ in part["identity"]]
-    digests = np.array([bytes.fromhex(d) for part in parts for d in part["digest"]], dtype="S16")
-    pictures = bool(parts) and parts[0]["hash"] is not None
-    hashes = np.array([int(h, 16) for part in parts for h in part["hash"]], dtype=np.uint64) if pictures else None
-    groups = find_groups(hashes, digests, splits, identities, identities, threshold) if identities else []
+    parts = pool_map(_rows, list(tasks), workers)
+    groups, splits, pictures = grouped([(task.split, part) for task, part in zip(tasks, parts, strict=True)], threshold)
     ranks = split_ranks(splits)
     dropped = {
         d.member.source_id: {"split": d.member.split, "kept": d.kept.source_id, "kept_split": d.kept.split} for d in drops(groups, ranks)
     }
     counted = leaks(groups, ranks)
+    noun = "image" if pictures else "record"
     decided = {
         "threshold": threshold,
-        "compared": _compared(pictures, threshold),
-        "groups": [
-            {
-                "exact": g.exact,
-                "distance": g.distance,
-                "splits": list(g.splits),
-                "members": [{"split": m.split, "source_id": m.source_id, "dropped": m.source_id in dropped} for m in g.members],
-            }
-            for g in groups
-        ],
+        "compared": compared(pictures, threshold),
+        "groups": [group_entry(g, dropped) for g in groups],
         "dropped": dropped,
-        "leaks": {f"{split} in {other}": n for (split, other), n in sorted(counted.items())},
-        "leak_line": leak_line(counted, "image" if pictures else "record"),
-        "noun": "image" if pictures else "record",
+        "leaks": leak_counts(counted),
+        "leak_line": leak_line(counted, noun),
+        "noun": noun,
     }
     atomic.write_atomic(path, json.dumps(decided).encode(), durable)
     return path
-
-
-def _compared(pictures: bool, threshold: int) -> str:
-    return (
-        f"pictures by a 64-bit perceptual hash within {threshold} bits, and by their bytes"
-        if pictures
-        else "records by their bytes (no pictures)"
-    )
 
 
 def _rows(task: ShardTask) -> dict[str, Any]:

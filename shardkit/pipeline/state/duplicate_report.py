@@ -12,12 +12,10 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
-from shardkit.duplicates.groups import Group, find_groups
 from shardkit.duplicates.selection import leak_line, leaks, split_ranks
 from shardkit.output import layout
 from shardkit.output.shard_record import ShardResult
+from shardkit.pipeline.shard.fingerprints import compared, group_entry, grouped, leak_counts
 from shardkit.pipeline.state import duplicate_drop
 from shardkit.storage import atomic, location
 from shardkit.units import plural
@@ -40,29 +38,19 @@ def search(out_dir: str, plan_dir: str, shards: Sequence[ShardResult], run: Mapp
     threshold = int(run.get("duplicate_threshold", 8))
     ordered = sorted(shards, key=lambda s: (s.split, s.index))
     unsearched = [s.name for s in ordered if s.duplicates is None]
-    rows = [s for s in ordered if s.duplicates is not None]
-    identities = [i for s in rows for i in s.duplicates["identity"]]  # type: ignore[index]
-    splits = [s.split for s in rows for _ in s.duplicates["identity"]]  # type: ignore[index]
-    digests = np.array([bytes.fromhex(d) for s in rows for d in s.duplicates["digest"]], dtype="S16")  # type: ignore[index]
-    pictures = bool(rows) and all(s.duplicates["hash"] is not None for s in rows)  # type: ignore[index]
-    hashes = np.array([int(h, 16) for s in rows for h in s.duplicates["hash"]], dtype=np.uint64) if pictures else None  # type: ignore[index]
-    groups = find_groups(hashes, digests, splits, identities, identities, threshold) if identities else []
-    atomic.write_atomic(path, "".join(json.dumps(_group(g)) + "\n" for g in groups).encode(), durable)
+    groups, splits, pictures = grouped([(s.split, s.duplicates) for s in ordered if s.duplicates is not None], threshold)
+    atomic.write_atomic(path, "".join(json.dumps(group_entry(g)) + "\n" for g in groups).encode(), durable)
     counted = leaks(groups, split_ranks(splits))
     line = leak_line(counted, "image" if pictures else "record")
-    compared = (
-        f"pictures by a 64-bit perceptual hash within {threshold} bits, and by their bytes"
-        if pictures
-        else "records by their bytes (no pictures)"
-    )
+    said_compared = compared(pictures, threshold)
     summary = {
         "mode": mode,
         "threshold": threshold,
-        "compared": compared,
+        "compared": said_compared,
         "groups": len(groups),
         "records": sum(len(g.members) for g in groups),
         "across_splits": sum(1 for g in groups if len(g.splits) > 1),
-        "leaks": {f"{split} in {other}": n for (split, other), n in sorted(counted.items())},
+        "leaks": leak_counts(counted),
         "file": layout.DUPLICATES,
         "unsearched_shards": len(unsearched),
     }
@@ -70,14 +58,5 @@ def search(out_dir: str, plan_dir: str, shards: Sequence[ShardResult], run: Mapp
     said = [line or "no split has a twin in another", f"{plural(within, 'group')} of duplicates within a split"]
     if unsearched:
         said.append(f"{plural(len(unsearched), 'shard')} written without --duplicates not searched ({unsearched[0]}, ...)")
-    summary["line"] = f"duplicates ({compared}): " + "; ".join(said) + f": {layout.DUPLICATES}"
+    summary["line"] = f"duplicates ({said_compared}): " + "; ".join(said) + f": {layout.DUPLICATES}"
     return summary
-
-
-def _group(group: Group) -> dict[str, Any]:
-    return {
-        "exact": group.exact,
-        "distance": group.distance,
-        "splits": list(group.splits),
-        "members": [{"split": m.split, "source_id": m.source_id} for m in group.members],
-    }
